@@ -1,0 +1,276 @@
+"""The SlurmCluster kind: one Slurm controller, its accounting, login pods and policy."""
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from .base import KubeModel
+from .conditions import CONDITIONS_LIST, Condition
+from .names import DNS_LABEL_PATTERN, SLURM_NAME_PATTERN, UNIX_USER_PATTERN
+from .quantity import QUANTITY_PATTERN
+from .slurm_time import SLURM_DURATION_PATTERN
+
+DEFAULT_SLURM_IMAGE = "localhost/kubeslurm/slurm:24.11"
+DEFAULT_MARIADB_IMAGE = "localhost/kubeslurm/mariadb:11"
+
+
+class SlurmSpec(KubeModel):
+    image: str = Field(
+        default=DEFAULT_SLURM_IMAGE,
+        min_length=1,
+        description="The Slurm image (slurmctld, slurmd, slurmdbd and the client tools; the command picks the role).",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Pull policy for every Slurm container."
+    )
+    constrain_with_cgroups: bool = Field(
+        default=False,
+        description=(
+            "Confine jobs with Linux cgroups (proctrack/cgroup, task/cgroup, ConstrainCores/RAMSpace/Devices). "
+            "Needs slurmd pods that may write their cgroup tree (privileged); when false, Slurm tracks "
+            "processes itself and GPUs are handed out through CUDA_VISIBLE_DEVICES only."
+        ),
+    )
+
+
+class Persistence(KubeModel):
+    size: str = Field(default="1Gi", pattern=QUANTITY_PATTERN, description="PVC size, e.g. 1Gi.")
+    storage_class_name: str | None = Field(
+        default=None, description="StorageClass of the PVC; the cluster default when unset."
+    )
+
+
+class ControllerSpec(KubeModel):
+    persistence: Persistence = Field(
+        default_factory=Persistence, description="The PVC that holds StateSaveLocation (queued and running jobs)."
+    )
+    backup: bool = Field(
+        default=False,
+        description=(
+            "Run a second slurmctld as backup (SlurmctldHost listed twice). Both share StateSaveLocation, "
+            "so the PVC's StorageClass must support ReadWriteMany."
+        ),
+    )
+
+
+class InternalDatabase(KubeModel):
+    size: str = Field(default="2Gi", pattern=QUANTITY_PATTERN, description="PVC size of the MariaDB data.")
+    storage_class_name: str | None = Field(default=None, description="StorageClass of the MariaDB PVC.")
+    image: str = Field(default=DEFAULT_MARIADB_IMAGE, min_length=1, description="The MariaDB image.")
+
+
+class SecretKeyRef(KubeModel):
+    name: str = Field(min_length=1, description="Secret name, in the SlurmCluster's namespace.")
+    key: str = Field(default="password", min_length=1, description="Key inside the Secret.")
+
+
+class ExternalDatabase(KubeModel):
+    host: str = Field(min_length=1, description="MySQL/MariaDB host name reachable from the slurmdbd pod.")
+    port: int = Field(default=3306, ge=1, le=65535)
+    user: str = Field(default="slurm", min_length=1, description="Database user for slurmdbd.")
+    database: str = Field(default="slurm_acct_db", min_length=1, description="Database (StorageLoc).")
+    password_secret_ref: SecretKeyRef = Field(description="Where the database password is kept.")
+
+
+class DatabaseSpec(KubeModel):
+    """Exactly one of internal or external."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.internal) != has(self.external)",
+                    "message": "set exactly one of database.internal or database.external",
+                }
+            ]
+        }
+    )
+
+    internal: InternalDatabase | None = Field(default=None, description="A MariaDB StatefulSet run by the operator.")
+    external: ExternalDatabase | None = Field(default=None, description="A database you run yourself.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        if (self.internal is None) == (self.external is None):
+            raise ValueError("set exactly one of database.internal or database.external")
+        return self
+
+
+def _default_database() -> DatabaseSpec:
+    return DatabaseSpec(internal=InternalDatabase())
+
+
+class AccountingSpec(KubeModel):
+    enabled: bool = Field(default=True, description="Run slurmdbd and record every job (sacct, sshare, limits).")
+    database: DatabaseSpec = Field(default_factory=_default_database)
+
+
+class LoginSpec(KubeModel):
+    replicas: int = Field(default=1, ge=0, le=16, description="Login pods (`<cluster>-login-N`) with sbatch, srun, squeue.")
+
+
+class FairShare(KubeModel):
+    enabled: bool = Field(default=True, description="Priority from fair-share between accounts (priority/multifactor).")
+    decay_half_life: str = Field(
+        default="7-0",
+        pattern=SLURM_DURATION_PATTERN,
+        description="PriorityDecayHalfLife: how fast past usage is forgotten, in Slurm time syntax (7-0 = 7 days).",
+    )
+
+
+class SchedulingSpec(KubeModel):
+    backfill: bool = Field(default=True, description="sched/backfill: start small jobs ahead of blocked big ones when that delays nobody.")
+    fair_share: FairShare = Field(default_factory=FairShare)
+    preemption: Literal["off", "qos", "partition"] = Field(
+        default="off",
+        description="off: nothing is preempted; qos: preempt/qos; partition: preempt/partition_prio. Preempted jobs are requeued.",
+    )
+
+
+class AccountLimits(KubeModel):
+    max_gpus: int | None = Field(default=None, alias="maxGPUs", ge=0, description="GrpTRES=gres/gpu=N: GPUs the account may use at once.")
+    max_cpus: int | None = Field(default=None, ge=0, description="GrpTRES=cpu=N.")
+    max_nodes: int | None = Field(default=None, ge=0, description="GrpTRES=node=N.")
+    max_running_jobs: int | None = Field(default=None, ge=0, description="GrpJobs=N.")
+    max_submit_jobs: int | None = Field(default=None, ge=0, description="GrpSubmitJobs=N.")
+
+
+class Account(KubeModel):
+    name: str = Field(max_length=40, pattern=SLURM_NAME_PATTERN, description="Slurm account name.")
+    shares: int = Field(default=1, ge=1, le=1_000_000, description="Fairshare= of the account relative to its siblings.")
+    users: list[Annotated[str, Field(max_length=32, pattern=UNIX_USER_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=10_000,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Unix user names that may charge this account (they must exist in the Slurm image or your directory service).",
+    )
+    limits: AccountLimits | None = None
+
+    @field_validator("users")
+    @classmethod
+    def _users_are_unix_names(cls, users: list[str]) -> list[str]:
+        for user in users:
+            if not re.match(UNIX_USER_PATTERN, user) or len(user) > 32:
+                raise ValueError(f"user {user!r} is not a Unix user name (lower case, digits, '_' and '-', at most 32)")
+        if len(set(users)) != len(users):
+            raise ValueError("users must not repeat")
+        return users
+
+
+class Partition(KubeModel):
+    name: str = Field(max_length=40, pattern=SLURM_NAME_PATTERN, description="Slurm partition name.")
+    node_sets: list[Annotated[str, Field(max_length=40, pattern=DNS_LABEL_PATTERN)]] = Field(
+        min_length=1, max_length=64, json_schema_extra={"x-kubernetes-list-type": "set"}, description="NodeSets whose nodes form this partition.")
+    default: bool = Field(default=False, description="Jobs without -p land here. At most one partition is the default.")
+    max_time: str = Field(default="UNLIMITED", pattern=SLURM_DURATION_PATTERN, description="MaxTime of a job.")
+    default_time: str | None = Field(default=None, pattern=SLURM_DURATION_PATTERN, description="DefaultTime of a job without --time.")
+    priority_tier: int | None = Field(default=None, ge=0, le=65533, description="PriorityTier (also the preemption order with preemption: partition).")
+
+
+class Topology(KubeModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.plugin != 'block' || self.nodeLabels.size() == 1",
+                    "message": "topology.nodeLabels must name exactly one label when plugin is block",
+                }
+            ]
+        }
+    )
+
+    plugin: Literal["tree", "block"] = Field(
+        default="tree",
+        description="topology/tree (switch hierarchy) or topology/block (e.g. NVLink domains).",
+    )
+    node_labels: list[Annotated[str, Field(max_length=316)]] = Field(
+        min_length=1,
+        max_length=4,
+        description=(
+            "Kubernetes node labels that place a slurmd pod in the network. tree: coarsest level first "
+            "(e.g. [topology.kubernetes.io/zone, example.com/switch]); block: one label naming the block."
+        ),
+    )
+    block_sizes: list[int] | None = Field(default=None, description="BlockSizes= for topology/block.")
+
+    @model_validator(mode="after")
+    def _block_has_one_label(self):
+        if self.plugin == "block" and len(self.node_labels) != 1:
+            raise ValueError("topology.nodeLabels must name exactly one label when plugin is block")
+        return self
+
+
+class SlurmClusterSpec(KubeModel):
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
+    accounting: AccountingSpec = Field(default_factory=AccountingSpec)
+    login: LoginSpec = Field(default_factory=LoginSpec)
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    accounts: list[Account] = Field(default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}, description="Slurm accounts, their shares, users and limits.")
+    partitions: list[Partition] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Partitions, each made of NodeSets.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.filter(p, has(p.default) && p.default).size() <= 1",
+                    "message": "only one partition may be default",
+                }
+            ],
+        },
+    )
+    topology: Topology | None = Field(default=None, description="Render topology.conf from Kubernetes node labels.")
+    slurm_conf: dict[str, str] = Field(
+        max_length=128,
+        default_factory=dict,
+        description="Extra slurm.conf keys (e.g. {MaxJobCount: '20000'}). Keys the operator sets itself are refused.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.accounting) || !has(self.accounting.enabled) || self.accounting.enabled"
+                    " || !has(self.accounts) || self.accounts.size() == 0",
+                    "message": "accounts need accounting.enabled: true (they live in slurmdbd)",
+                },
+                {
+                    "rule": "!has(self.accounting) || !has(self.accounting.enabled) || self.accounting.enabled"
+                    " || !has(self.scheduling) || !has(self.scheduling.preemption) || self.scheduling.preemption != 'qos'",
+                    "message": "preemption: qos needs accounting.enabled: true (QOS live in slurmdbd)",
+                },
+            ]
+        }
+    )
+
+    @model_validator(mode="after")
+    def _cross_field(self):
+        if not self.accounting.enabled and self.accounts:
+            raise ValueError("accounts need accounting.enabled: true (they live in slurmdbd); enable accounting or remove accounts")
+        if not self.accounting.enabled and self.scheduling.preemption == "qos":
+            raise ValueError("preemption: qos needs accounting.enabled: true (QOS live in slurmdbd)")
+        defaults = [p.name for p in self.partitions if p.default]
+        if len(defaults) > 1:
+            raise ValueError(f"only one partition may be default, found {defaults}")
+        for field_name, items in (("partitions", self.partitions), ("accounts", self.accounts)):
+            names = [item.name for item in items]
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:
+                raise ValueError(f"{field_name} names must be unique, repeated: {repeated}")
+        return self
+
+
+class SlurmClusterStatus(KubeModel):
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITIONS_LIST)
+    nodes: int | None = Field(default=None, description="Slurm nodes registered.")
+    idle_nodes: int | None = None
+    gpus: int | None = Field(default=None, description="GPUs registered in Slurm.")
+    running_jobs: int | None = None
+    pending_jobs: int | None = None
+    controller_endpoint: str | None = Field(default=None, description="host:port of slurmctld inside the cluster.")
+

@@ -1,0 +1,86 @@
+"""The `kubeslurm` command: render offline, print CRDs, run the operator."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from .api import ManifestError, load_files
+from .api.crds import crd_file_name, custom_resource_definitions
+from .render.config_files import render_config_files
+from .render.errors import RenderError
+from .render.slurmd_node import slurmd_conf_line
+
+
+def _dump_yaml(documents) -> str:
+    return yaml.safe_dump_all(documents, sort_keys=False, width=120)
+
+
+def command_crds(args) -> int:
+    crds = custom_resource_definitions()
+    if args.output_dir:
+        out = Path(args.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for crd in crds:
+            (out / crd_file_name(crd)).write_text(_dump_yaml([crd]))
+            print(f"wrote {out / crd_file_name(crd)}")
+    else:
+        sys.stdout.write(_dump_yaml(crds))
+    return 0
+
+
+def command_render(args) -> int:
+    try:
+        manifests = load_files(args.filename)
+        if not manifests.clusters:
+            raise ManifestError("no SlurmCluster in the input: render needs one SlurmCluster and its NodeSets")
+        known = {(c.metadata.namespace, c.metadata.name) for c in manifests.clusters}
+        for ns in manifests.node_sets:
+            if (ns.metadata.namespace, ns.spec.cluster_name) not in known:
+                raise RenderError(
+                    f"NodeSet {ns.metadata.namespace}/{ns.metadata.name}",
+                    "spec.clusterName",
+                    f"no SlurmCluster {ns.spec.cluster_name!r} in namespace {ns.metadata.namespace} among the inputs",
+                )
+        out = []
+        for cluster in manifests.clusters:
+            node_sets = manifests.node_sets_of(cluster)
+            for name, content in render_config_files(cluster, node_sets).items():
+                out.append(f"# ---- {cluster.metadata.namespace}/{cluster.metadata.name}: {name} ----\n{content}")
+            for ns in node_sets:
+                out.append(
+                    f"# ---- {ns.metadata.namespace}/{ns.metadata.name}: slurmd registers as ----\n"
+                    f"# slurmd -Z --conf '{slurmd_conf_line(ns)}'\n"
+                )
+    except (ManifestError, RenderError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    sys.stdout.write("\n".join(out))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubeslurm", description="Slurm clusters on Kubernetes.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    render = sub.add_parser("render", help="print everything the operator would create, offline")
+    render.add_argument("-f", "--filename", action="append", required=True, help="manifest file (repeatable, - for stdin)")
+    render.set_defaults(func=command_render)
+
+    crds = sub.add_parser("crds", help="print the CustomResourceDefinitions (or write them to a folder)")
+    crds.add_argument("--output-dir", help="write one file per CRD here instead of printing")
+    crds.set_defaults(func=command_crds)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Names of everything the operator derives from a SlurmCluster or NodeSet.
+
+Pod names are Slurm host names, so they are stable: a replaced pod returns as
+the same Slurm node. Addresses are `<pod>.<headless service>`, which resolve
+through the pod's DNS search path in any cluster domain.
+"""
+
+from dataclasses import dataclass
+
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SLURMDBD_PORT = 6819
+MARIADB_PORT = 3306
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+
+
+def controller_statefulset(cluster: str) -> str:
+    return f"{cluster}-controller"
+
+
+def controller_hosts(cluster: str, backup: bool) -> list[Host]:
+    statefulset = controller_statefulset(cluster)
+    count = 2 if backup else 1
+    return [Host(f"{statefulset}-{i}", f"{statefulset}-{i}.{statefulset}") for i in range(count)]
+
+
+def accounting_service(cluster: str) -> str:
+    return f"{cluster}-accounting"
+
+
+def mariadb_service(cluster: str) -> str:
+    return f"{cluster}-mariadb"
+
+
+def login_statefulset(cluster: str) -> str:
+    return f"{cluster}-login"
+
+
+def config_map(cluster: str) -> str:
+    return f"{cluster}-slurm-config"
+
+
+def auth_key_secret(cluster: str) -> str:
+    return f"{cluster}-auth-key"
+
+
+def slurmdbd_secret(cluster: str) -> str:
+    return f"{cluster}-slurmdbd-config"
+
+
+def database_password_secret(cluster: str) -> str:
+    return f"{cluster}-mariadb-password"
+
+
+def node_set_statefulset(node_set: str) -> str:
+    return node_set
+
+
+def node_name(node_set: str, ordinal: int) -> str:
+    return f"{node_set}-{ordinal}"
+
+
+def node_range(node_set: str, count: int) -> str:
+    """Slurm hostlist of the first `count` pods: h100-[0-7]."""
+    return f"{node_set}-[0-{count - 1}]"

@@ -1,0 +1,74 @@
+"""topology.conf from the Kubernetes node labels under each slurmd pod.
+
+The operator knows which Kubernetes node every slurmd pod landed on and that
+node's labels; `placements` maps Slurm node name -> those labels.
+"""
+
+import re
+
+from ..api import SlurmCluster
+from .templates import render_template
+
+UNLABELLED = "unlabelled"
+
+
+def _switch_part(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", value) or "_"
+
+
+def _hostlist(nodes) -> str:
+    return ",".join(sorted(nodes))
+
+
+def tree_lines(labels: list[str], placements: dict[str, dict[str, str]]) -> list[str]:
+    """One switch per distinct label path; parents join their children; a root joins the tops."""
+    leaves: dict[tuple, set[str]] = {}
+    for node, node_labels in placements.items():
+        path = tuple(_switch_part(node_labels.get(label, UNLABELLED)) for label in labels)
+        leaves.setdefault(path, set()).add(node)
+    if not leaves:
+        return []
+
+    def switch(path: tuple) -> str:
+        return "s-" + "-".join(path)
+
+    lines = [f"SwitchName={switch(path)} Nodes={_hostlist(nodes)}" for path, nodes in sorted(leaves.items())]
+    level_paths = set(leaves)
+    for depth in range(len(labels) - 1, 0, -1):
+        parents: dict[tuple, set[str]] = {}
+        for path in level_paths:
+            parents.setdefault(path[:depth], set()).add(switch(path))
+        lines += [f"SwitchName={switch(p)} Switches={_hostlist(children)}" for p, children in sorted(parents.items())]
+        level_paths = set(parents)
+    # Slurm only spans jobs across connected switches: join the top level under one root.
+    if len(level_paths) > 1:
+        lines.append(f"SwitchName=s-root Switches={_hostlist(switch(p) for p in level_paths)}")
+    return lines
+
+
+def block_lines(label: str, placements: dict[str, dict[str, str]], block_sizes: list[int] | None) -> list[str]:
+    blocks: dict[str, set[str]] = {}
+    for node, node_labels in placements.items():
+        blocks.setdefault(_switch_part(node_labels.get(label, UNLABELLED)), set()).add(node)
+    lines = [f"BlockName=b-{name} Nodes={_hostlist(nodes)}" for name, nodes in sorted(blocks.items())]
+    if lines and block_sizes:
+        lines.append("BlockSizes=" + ",".join(str(size) for size in block_sizes))
+    return lines
+
+
+def render_topology_conf(cluster: SlurmCluster, placements: dict[str, dict[str, str]]) -> str | None:
+    """None when the cluster declares no topology."""
+    topology = cluster.spec.topology
+    if topology is None:
+        return None
+    if topology.plugin == "tree":
+        lines = tree_lines(topology.node_labels, placements)
+    else:
+        lines = block_lines(topology.node_labels[0], placements, topology.block_sizes)
+    return render_template(
+        "topology.conf.j2",
+        namespace=cluster.metadata.namespace,
+        cluster_name=cluster.metadata.name,
+        labels=topology.node_labels,
+        lines=lines,
+    )
