@@ -63,6 +63,30 @@ def command_render(args) -> int:
     return 0
 
 
+def command_run(args) -> int:
+    """Start the operator. One replica (Deployment strategy Recreate): peering is off, see README."""
+    import os
+
+    import kopf
+
+    if args.kubeconfig:
+        os.environ["KUBESLURM_KUBECONFIG"] = args.kubeconfig
+    from .reconcile import handlers
+
+    handlers.RUNTIME.start(args.kubeconfig)
+    kopf.configure(
+        verbose=args.verbose,
+        log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN,
+    )
+    kopf.run(
+        standalone=True,
+        clusterwide=not args.namespace,
+        namespaces=args.namespace or [],
+        liveness_endpoint=args.liveness or None,
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubeslurm", description="Slurm clusters on Kubernetes.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser("crds", help="print the CustomResourceDefinitions (or write them to a folder)")
     crds.add_argument("--output-dir", help="write one file per CRD here instead of printing")
     crds.set_defaults(func=command_crds)
+
+    run = sub.add_parser("run", help="run the operator (kopf) against the current cluster")
+    run.add_argument("--namespace", action="append", help="watch only this namespace (repeatable); default: all")
+    run.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster ServiceAccount, then KUBECONFIG")
+    run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL, empty to disable")
+    run.add_argument("--log-format", choices=["plain", "json"], default="plain")
+    run.add_argument("--verbose", action="store_true")
+    run.set_defaults(func=command_run)
     return parser
 
 

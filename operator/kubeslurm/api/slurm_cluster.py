@@ -273,4 +273,6 @@ class SlurmClusterStatus(KubeModel):
     running_jobs: int | None = None
     pending_jobs: int | None = None
     controller_endpoint: str | None = Field(default=None, description="host:port of slurmctld inside the cluster.")
+    applied_config_hash: str | None = Field(default=None, description="Hash of the configuration slurmctld and slurmd run.")
+    applied_accounts_hash: str | None = Field(default=None, description="Hash of spec.accounts as last applied with sacctmgr.")
 

@@ -1,0 +1,1 @@
+"""Make it so: apply what render/ says should exist, observe Slurm, report status."""

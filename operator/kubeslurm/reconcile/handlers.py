@@ -1,0 +1,148 @@
+"""kopf wiring: events only nudge; one daemon per SlurmCluster does the reconciling.
+
+Why daemons and not on.create/on.update: a cluster's desired state depends on its
+NodeSets, its pods, Kubernetes nodes and Slurm itself, so every reconcile
+recomputes everything (level-based) instead of reacting to one diff. Event
+handlers only wake the cluster's daemon; the daemon also resyncs periodically and
+backs off on errors. Daemons keep no state in the objects, so a restarted
+operator with nothing to do writes nothing.
+"""
+
+import logging
+import os
+import threading
+import time
+
+import kopf
+
+from ..api import GROUP, VERSION
+from . import kinds
+from .cluster_reconcile import ClusterReconciler, StepFailed
+from .conditions_report import conditions_for, same_conditions
+from .events import EventRecorder
+from .kube_api import KubeApi, load_api_client
+from .slurm_access import SlurmAccess
+
+log = logging.getLogger(__name__)
+RESYNC_SECONDS = float(os.environ.get("KUBESLURM_RESYNC_SECONDS", "30"))
+MAX_BACKOFF_SECONDS = 300.0
+MANAGED = {"app.kubernetes.io/managed-by": "kubeslurm"}
+
+
+class Runtime:
+    """Process-wide state of the operator: one API client, one reconciler, one wake-up flag per cluster."""
+
+    def __init__(self):
+        self.api: KubeApi | None = None
+        self.reconciler: ClusterReconciler | None = None
+        self.events: EventRecorder | None = None
+        self.wakeups: dict[tuple[str, str], threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def start(self, kubeconfig: str | None = None) -> None:
+        api_client = load_api_client(kubeconfig)
+        self.api = KubeApi(api_client)
+        self.events = EventRecorder(self.api, instance=os.environ.get("POD_NAME", "kubeslurm"))
+        self.reconciler = ClusterReconciler(self.api, SlurmAccess(self.api, api_client), self.events)
+
+    def wakeup(self, namespace: str, name: str) -> threading.Event:
+        with self.lock:
+            return self.wakeups.setdefault((namespace, name), threading.Event())
+
+    def nudge(self, namespace: str | None, name: str | None) -> None:
+        if namespace and name:
+            self.wakeup(namespace, name).set()
+
+
+RUNTIME = Runtime()
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_):
+    # Our own Events say what happened; kopf's per-handler events would be noise and writes.
+    settings.posting.enabled = False
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.watching.server_timeout = 300
+    settings.execution.max_workers = int(os.environ.get("KUBESLURM_WORKERS", "8"))
+    if RUNTIME.api is None:
+        RUNTIME.start(os.environ.get("KUBESLURM_KUBECONFIG"))
+
+
+@kopf.daemon(GROUP, VERSION, "slurmclusters", cancellation_timeout=30)
+def cluster_daemon(namespace, name, stopped, **_):
+    """Reconcile one SlurmCluster whenever nudged, every RESYNC_SECONDS, and after errors with backoff."""
+    wakeup = RUNTIME.wakeup(namespace, name)
+    backoff = 0.0
+    while not stopped:
+        wakeup.clear()
+        try:
+            RUNTIME.reconciler.reconcile(namespace, name)
+            backoff = 0.0
+            wait = RESYNC_SECONDS
+        except StepFailed:
+            backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
+            wait = backoff
+        except Exception:  # keep the daemon alive whatever happens; the next try may succeed
+            log.exception("reconcile of %s/%s crashed", namespace, name)
+            backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
+            wait = backoff
+        deadline = time.monotonic() + wait
+        while not stopped and not wakeup.is_set() and time.monotonic() < deadline:
+            stopped.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            if wakeup.wait(0):
+                break
+
+
+@kopf.on.event(GROUP, VERSION, "slurmclusters")
+def cluster_changed(namespace, name, **_):
+    RUNTIME.nudge(namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, "nodesets")
+def node_set_changed(namespace, name, spec, status, body, type, **_):
+    if type == "DELETED":
+        RUNTIME.nudge(namespace, spec.get("clusterName"))
+        return
+    cluster = RUNTIME.api.get(kinds.SLURM_CLUSTER, namespace, spec.get("clusterName", ""))
+    if cluster is not None:
+        RUNTIME.nudge(namespace, cluster["metadata"]["name"])
+        return
+    # No cluster, no reconcile: say so on the NodeSet itself, and create nothing.
+    message = (
+        f"spec.clusterName: no SlurmCluster {spec.get('clusterName')!r} in namespace {namespace}; "
+        "create it or fix the name"
+    )
+    old = dict(status or {}).get("conditions", [])
+    new = conditions_for(
+        list(old), body["metadata"].get("generation"), ready=False, ready_reason="ClusterNotFound",
+        ready_message=message, degraded=("ClusterNotFound", message),
+    )
+    if not same_conditions(list(old), new):
+        RUNTIME.api.patch_status(kinds.NODE_SET, namespace, name, {"conditions": new, "observedGeneration": body["metadata"].get("generation")})
+        RUNTIME.events.warning(dict(body), "ClusterNotFound", message)
+
+
+def _nudge_owner(namespace, labels, **_):
+    RUNTIME.nudge(namespace, (labels or {}).get("kubeslurm.io/cluster"))
+
+
+for _group, _version, _plural in (
+    ("apps", "v1", "statefulsets"),
+    ("", "v1", "configmaps"),
+    ("", "v1", "services"),
+    ("", "v1", "pods"),
+    ("policy", "v1", "poddisruptionbudgets"),
+):
+    kopf.on.event(_group, _version, _plural, labels=MANAGED, id=f"owned-{_plural}")(_nudge_owner)
+
+
+@kopf.on.event("", "v1", "nodes")
+def kubernetes_node_changed(**_):
+    """A Kubernetes node's health decides Slurm drains: every cluster takes a look."""
+    with RUNTIME.lock:
+        for wakeup in RUNTIME.wakeups.values():
+            wakeup.set()
+
+

@@ -1,0 +1,29 @@
+"""How the operator reaches a cluster's slurmctld: exec into the controller pod once it is Ready."""
+
+from ..api import SlurmCluster
+from ..render import naming
+from . import kinds
+from .kube_api import KubeApi
+from .slurm_control import SlurmControl, pod_exec_runner
+
+CONTROLLER_CONTAINER = "slurmctld"
+
+
+def pod_ready(pod: dict | None) -> bool:
+    if not pod or pod.get("status", {}).get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"].get("conditions", []))
+
+
+class SlurmAccess:
+    def __init__(self, api: KubeApi, api_client):
+        self.api = api
+        self.api_client = api_client
+
+    def __call__(self, cluster: SlurmCluster) -> SlurmControl | None:
+        """A SlurmControl for the primary controller, or None while it is not Ready."""
+        namespace = cluster.metadata.namespace
+        pod_name = naming.controller_hosts(cluster.metadata.name, False)[0].name
+        if not pod_ready(self.api.get(kinds.POD, namespace, pod_name)):
+            return None
+        return SlurmControl(pod_exec_runner(self.api_client, namespace, pod_name, CONTROLLER_CONTAINER))

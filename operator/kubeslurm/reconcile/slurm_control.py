@@ -1,0 +1,173 @@
+"""Everything kubeslurm asks of Slurm, in one place: node state, drain, resume, delete, reconfigure, accounts.
+
+Commands are Slurm's own CLI (scontrol, squeue, sacctmgr) run inside the slurmctld
+pod through the Kubernetes exec API (`PodExec`), or through any other runner with
+the same signature (the real-Slurm test tier runs them in a network namespace).
+Why the CLI and not slurmrestd: it needs no second daemon and no JWT setup, it
+authenticates with the cluster's own key inside the controller pod, and its
+behaviour is the one Slurm admins know. The price is the `pods/exec` permission.
+"""
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+OPERATOR_REASON_PREFIX = "kubeslurm:"
+# Job states that still hold a node's resources (squeue --states).
+HOLDING_STATES = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED,STAGE_OUT"
+
+
+class CommandRunner(Protocol):
+    def __call__(self, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess: ...
+
+
+class SlurmCommandError(RuntimeError):
+    pass
+
+
+@dataclass
+class SlurmNode:
+    name: str
+    states: set[str]
+    reason: str = ""
+    gres: str = ""
+    features: list[str] = field(default_factory=list)
+
+    @property
+    def base_state(self) -> str:
+        return next(iter(sorted(self.states & {"IDLE", "ALLOCATED", "MIXED", "DOWN", "FUTURE", "UNKNOWN"})), "UNKNOWN")
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.states & {"DRAIN", "DRAINED", "DRAINING"})
+
+    @property
+    def down(self) -> bool:
+        return "DOWN" in self.states or "NOT_RESPONDING" in self.states
+
+    @property
+    def drained_by_operator(self) -> bool:
+        return self.drained and self.reason.startswith(OPERATOR_REASON_PREFIX)
+
+    @property
+    def gpus(self) -> int:
+        total = 0
+        for item in self.gres.split(","):
+            parts = item.split("(")[0].split(":")
+            if parts and parts[0] == "gpu" and parts[-1].isdigit():
+                total += int(parts[-1])
+        return total
+
+
+_FIELD_START = re.compile(r" (?=[A-Za-z_]+=)")
+
+
+def parse_node_line(line: str) -> SlurmNode:
+    """One line of `scontrol -o show nodes`. Values may hold spaces (OS=, Reason=), keys never do."""
+    fields: dict[str, str] = {}
+    reason = ""
+    if " Reason=" in line:
+        line, reason = line.split(" Reason=", 1)
+        reason = re.sub(r" \[[^\]]*\]$", "", reason.strip())  # drop "[user@time]"
+    for token in _FIELD_START.split(line.strip()):
+        key, _, value = token.partition("=")
+        fields[key] = value.strip()
+    return SlurmNode(
+        name=fields.get("NodeName", ""),
+        states=set(fields.get("State", "UNKNOWN").replace("*", "+NOT_RESPONDING").split("+")) - {""},
+        reason=reason,
+        gres=fields.get("Gres", "") if fields.get("Gres") != "(null)" else "",
+        features=[f for f in fields.get("AvailableFeatures", "").split(",") if f and f != "(null)"],
+    )
+
+
+@dataclass
+class SlurmControl:
+    run: CommandRunner
+
+    def _ok(self, argv: list[str], timeout: float = 60) -> str:
+        result = self.run(argv, timeout=timeout)
+        if result.returncode != 0:
+            raise SlurmCommandError(f"{shlex.join(argv)} failed ({result.returncode}): {(result.stderr or result.stdout).strip()}")
+        return result.stdout
+
+    def ping(self) -> bool:
+        result = self.run(["scontrol", "ping"], timeout=20)
+        return result.returncode == 0 and "UP" in result.stdout
+
+    def nodes(self) -> list[SlurmNode]:
+        out = self._ok(["scontrol", "--oneliner", "show", "nodes"])
+        return [parse_node_line(line) for line in out.splitlines() if line.startswith("NodeName=")]
+
+    def jobs_on(self, node_names: list[str]) -> dict[str, list[str]]:
+        """Node -> ids of jobs that still hold it. Empty lists mean safe to remove."""
+        holding: dict[str, list[str]] = {name: [] for name in node_names}
+        if not node_names:
+            return holding
+        out = self._ok(["squeue", "--noheader", f"--states={HOLDING_STATES}", "--format=%i %N"])
+        wanted = set(node_names)
+        for line in out.splitlines():
+            job, _, hosts = line.strip().partition(" ")
+            for host in self.expand_hostlist(hosts) if hosts else []:
+                if host in wanted:
+                    holding[host].append(job)
+        return holding
+
+    def expand_hostlist(self, hostlist: str) -> list[str]:
+        if "[" not in hostlist:
+            return [h for h in hostlist.split(",") if h]
+        return self._ok(["scontrol", "show", "hostnames", hostlist]).split()
+
+    def job_counts(self) -> tuple[int, int]:
+        out = self._ok(["squeue", "--noheader", "--all", "--format=%T"])
+        states = out.split()
+        return states.count("RUNNING"), states.count("PENDING")
+
+    def drain(self, node_names: list[str], why: str) -> None:
+        if node_names:
+            reason = f"{OPERATOR_REASON_PREFIX} {why}"
+            self._ok(["scontrol", "update", f"NodeName={','.join(node_names)}", "State=DRAIN", f"Reason={reason}"])
+
+    def resume(self, node_names: list[str]) -> None:
+        if node_names:
+            self._ok(["scontrol", "update", f"NodeName={','.join(node_names)}", "State=RESUME"])
+
+    def delete_nodes(self, node_names: list[str]) -> None:
+        for name in node_names:
+            result = self.run(["scontrol", "delete", f"NodeName={name}"])
+            if result.returncode != 0 and "Invalid node name" not in (result.stderr + result.stdout):
+                raise SlurmCommandError(f"scontrol delete NodeName={name}: {(result.stderr or result.stdout).strip()}")
+
+    def reconfigure(self) -> None:
+        self._ok(["scontrol", "reconfigure"])
+
+    def sacctmgr(self, commands: list[list[str]]) -> None:
+        """Run sacctmgr commands; adding what already exists is fine (the list is idempotent)."""
+        for args in commands:
+            result = self.run(["sacctmgr", "--immediate", *args])
+            text = (result.stdout + result.stderr).lower()
+            if result.returncode != 0 and "nothing new added" not in text and "already exists" not in text and "nothing modified" not in text:
+                raise SlurmCommandError(f"sacctmgr {shlex.join(args)} failed: {text.strip()}")
+
+
+def pod_exec_runner(api_client, namespace: str, pod: str, container: str) -> Callable:
+    """A CommandRunner that executes inside a pod (the slurmctld container)."""
+    from kubernetes import client
+    from kubernetes.stream import stream
+
+    core = client.CoreV1Api(api_client)
+
+    def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+        response = stream(
+            core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
+            stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False,
+        )
+        response.run_forever(timeout=timeout)
+        stdout, stderr = response.read_stdout() or "", response.read_stderr() or ""
+        code = response.returncode
+        response.close()
+        return subprocess.CompletedProcess(argv, code if code is not None else 1, stdout, stderr)
+
+    return run

@@ -1,0 +1,25 @@
+import pytest
+
+from kubeslurm.reconcile.drift import contains
+
+LIVE = {
+    "metadata": {"name": "a", "uid": "1", "labels": {"x": "1", "y": "2"}},
+    "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "IfNotPresent"}]}}},
+    "status": {"replicas": 2},
+}
+
+
+@pytest.mark.parametrize(
+    "desired,expected",
+    [
+        ({"metadata": {"name": "a", "labels": {"x": "1"}}}, True),
+        ({"spec": {"replicas": 2}}, True),
+        ({"spec": {"replicas": 3}}, False),
+        ({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}, True),
+        ({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "j"}]}}}}, False),
+        ({"spec": {"template": {"spec": {"containers": []}}}}, False),
+        ({"metadata": {"annotations": {"a": "b"}}}, False),
+    ],
+)
+def test_contains(desired, expected):
+    assert contains(LIVE, desired) is expected

@@ -1,0 +1,72 @@
+import pytest
+
+from kubeslurm.reconcile.scale_down import plan_scale
+from kubeslurm.reconcile.slurm_control import SlurmNode, parse_node_line
+
+
+def node(name, *states, reason="", features=("h100",)):
+    return SlurmNode(name=name, states=set(states or ["IDLE"]), reason=reason, features=list(features))
+
+
+SCALE_DRAINED = ("IDLE", "DRAIN")
+REASON = "kubeslurm: scale-down to 1"
+
+
+def nodes(*items):
+    return {n.name: n for n in items}
+
+
+CASES = [
+    # id, wanted, current, slurm nodes, jobs, running pods -> replicas, drain, resume, delete, waiting
+    ("steady", 3, 3, nodes(node("h100-0"), node("h100-1"), node("h100-2")), {}, {"h100-0", "h100-1", "h100-2"},
+     3, [], [], [], {}),
+    ("scale up", 4, 2, nodes(node("h100-0"), node("h100-1")), {}, {"h100-0", "h100-1"}, 4, [], [], [], {}),
+    ("scale down starts by draining the highest ordinals", 1, 3,
+     nodes(node("h100-0"), node("h100-1"), node("h100-2")), {}, {"h100-0", "h100-1", "h100-2"},
+     3, ["h100-1", "h100-2"], [], [], {}),
+    ("drained but a job runs: wait", 1, 3,
+     nodes(node("h100-0"), node("h100-1", *SCALE_DRAINED, reason=REASON), node("h100-2", "MIXED", "DRAIN", reason=REASON)),
+     {"h100-1": [], "h100-2": ["42"]}, {"h100-0", "h100-1", "h100-2"},
+     3, [], [], [], {"h100-2": ["42"]}),
+    ("drained and empty: lower replicas, keep records until pods are gone", 1, 3,
+     nodes(node("h100-0"), node("h100-1", *SCALE_DRAINED, reason=REASON), node("h100-2", *SCALE_DRAINED, reason=REASON)),
+     {"h100-1": [], "h100-2": []}, {"h100-0", "h100-1", "h100-2"},
+     1, [], [], [], {}),
+    ("pods gone: delete the node records", 1, 1,
+     nodes(node("h100-0"), node("h100-1", "DOWN", "DRAIN", reason=REASON), node("h100-2", "DOWN", "DRAIN", reason=REASON)),
+     {}, {"h100-0"}, 1, [], [], ["h100-1", "h100-2"], {}),
+    ("scaled back up before removal: resume what we drained", 3, 3,
+     nodes(node("h100-0"), node("h100-1", *SCALE_DRAINED, reason=REASON), node("h100-2", *SCALE_DRAINED, reason=REASON)),
+     {}, {"h100-0", "h100-1", "h100-2"}, 3, [], ["h100-1", "h100-2"], [], {}),
+    ("a human's drain is never undone", 3, 3,
+     nodes(node("h100-0"), node("h100-1", *SCALE_DRAINED, reason="bad DIMM")), {}, {"h100-0", "h100-1"},
+     3, [], [], [], {}),
+    ("another NodeSet's nodes are not ours", 1, 1,
+     nodes(node("h100-0"), node("h100-9", "DOWN", features=("other",))), {}, {"h100-0"}, 1, [], [], [], {}),
+    ("slurmctld unreachable, victim pod running: keep it", 1, 2, None, None, {"h100-0", "h100-1"},
+     2, [], [], [], {"h100-1": ["(slurmctld unreachable: cannot tell)"]}),
+    ("slurmctld unreachable, victim pod not running: no job can be there", 0, 2, None, None, set(), 0, [], [], [], {}),
+]
+
+
+@pytest.mark.parametrize(
+    "wanted,current,slurm,jobs,pods,replicas,drain,resume,delete,waiting", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_plan_scale(wanted, current, slurm, jobs, pods, replicas, drain, resume, delete, waiting):
+    plan = plan_scale("h100", wanted, current, slurm, jobs, pods)
+    assert (plan.replicas, plan.drain, plan.resume, plan.delete, plan.waiting_for_jobs) == (replicas, drain, resume, delete, waiting)
+
+
+def test_parse_node_line_keeps_spaces_in_values_and_strips_the_reason_stamp():
+    line = (
+        "NodeName=h100-1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=8 AvailableFeatures=h100,nvlink "
+        "ActiveFeatures=h100,nvlink Gres=gpu:h100:8(S:0) NodeAddr=10.0.0.5 NodeHostName=h100-1 "
+        "OS=Linux 6.1.0-25-amd64 #1 SMP PREEMPT_DYNAMIC Debian RealMemory=31129 "
+        "State=IDLE+DRAIN+DYNAMIC_NORM Partitions=gpu Reason=kubeslurm: scale-down to 1 [root@2026-12-02T10:00:00]"
+    )
+    parsed = parse_node_line(line)
+    assert parsed.name == "h100-1" and parsed.features == ["h100", "nvlink"]
+    assert parsed.drained and parsed.drained_by_operator and parsed.gpus == 8
+    assert parsed.reason == "kubeslurm: scale-down to 1"
+    down = parse_node_line("NodeName=cpu-0 State=DOWN* Gres=(null)")
+    assert down.down and down.gpus == 0
