@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 export KUBESLURM_CACHE ?= $(HOME)/.cache/kubeslurm
 
-.PHONY: venv test test-unit test-slurm test-k8s crds bench demo clean-leftovers
+.PHONY: venv test test-unit test-slurm test-k8s crds docs bench demo
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -33,6 +33,10 @@ test-k8s: venv
 ## regenerate crds/ from the models (a unit test fails when they drift)
 crds: venv
 	$(PY) -m kubeslurm.cli crds --output-dir crds
+	$(PY) -m kubeslurm.cli api-reference --output docs/api.md
+
+## docs/api.md is regenerated with the CRDs
+docs: crds
 
 ## speed targets: rendering 1000 nodes / 8000 GPUs
 bench: venv

@@ -30,6 +30,17 @@ def command_crds(args) -> int:
     return 0
 
 
+def command_api_reference(args) -> int:
+    from .api.reference import api_reference
+
+    text = api_reference()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def command_render(args) -> int:
     try:
         manifests = load_files(args.filename)
@@ -98,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser("crds", help="print the CustomResourceDefinitions (or write them to a folder)")
     crds.add_argument("--output-dir", help="write one file per CRD here instead of printing")
     crds.set_defaults(func=command_crds)
+
+    reference = sub.add_parser("api-reference", help="print the field reference of both kinds (Markdown)")
+    reference.add_argument("--output", help="write to this file")
+    reference.set_defaults(func=command_api_reference)
 
     run = sub.add_parser("run", help="run the operator (kopf) against the current cluster")
     run.add_argument("--namespace", action="append", help="watch only this namespace (repeatable); default: all")

@@ -74,3 +74,10 @@ def test_strings_used_in_cel_have_bounds():
             if any(".matches(" in r["rule"] for r in node.get("x-kubernetes-validations", [])):
                 if path != "$" and not node.get("x-kubernetes-int-or-string"):
                     assert "maxLength" in node, f"{crd['metadata']['name']} {path}"
+
+
+def test_committed_api_reference_matches_the_models():
+    from kubeslurm.api.reference import api_reference
+
+    path = CRDS_DIR.parent / "docs" / "api.md"
+    assert path.read_text() == api_reference(), "docs/api.md drifted from the models: run `make docs` and commit"

@@ -41,9 +41,10 @@ def structural(node: dict, defs: dict) -> dict:
             out.update(inner)
         else:
             raise ValueError(f"cannot express anyOf {branches} in a structural schema")
-        for key in ("description",):
-            if key in node:
-                out[key] = node[key]
+        if "description" in node:
+            out["description"] = node["description"]
+        if node.get("default") is not None:
+            out["default"] = node["default"]
         return out
 
     for key, value in node.items():

@@ -83,7 +83,7 @@ class NodeSetSpec(KubeModel):
         le=1024,
         description="Upper bound of replicas; Slurm reserves this many node slots (MaxNodeCount, gres.conf) so scaling up needs no controller restart.",
     )
-    resources: NodeResources = Field(default_factory=NodeResources)
+    resources: NodeResources = Field(default_factory=NodeResources, description="CPUs and memory of each slurmd pod (request = limit).")
     gpus: GPUs | None = Field(default=None, description="GPUs per pod; none when unset.")
     features: list[Annotated[str, Field(max_length=64, pattern=FEATURE_PATTERN)]] = Field(
         default_factory=list, max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"}, description="Slurm node features (sbatch --constraint).")
@@ -100,7 +100,7 @@ class NodeSetSpec(KubeModel):
             "A partial pod template (metadata, spec) merged over the operator's: containers merge by name."
         ),
     )
-    update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy)
+    update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, description="How slurmd pods pick up a new image or pod template.")
 
     @model_validator(mode="after")
     def _cross_field(self):

@@ -103,7 +103,7 @@ def _default_database() -> DatabaseSpec:
 
 class AccountingSpec(KubeModel):
     enabled: bool = Field(default=True, description="Run slurmdbd and record every job (sacct, sshare, limits).")
-    database: DatabaseSpec = Field(default_factory=_default_database)
+    database: DatabaseSpec = Field(default_factory=_default_database, description="Where slurmdbd keeps its records: internal (default) or external.")
 
 
 class LoginSpec(KubeModel):
@@ -121,7 +121,7 @@ class FairShare(KubeModel):
 
 class SchedulingSpec(KubeModel):
     backfill: bool = Field(default=True, description="sched/backfill: start small jobs ahead of blocked big ones when that delays nobody.")
-    fair_share: FairShare = Field(default_factory=FairShare)
+    fair_share: FairShare = Field(default_factory=FairShare, description="Fair-share between accounts (needs accounting).")
     preemption: Literal["off", "qos", "partition"] = Field(
         default="off",
         description="off: nothing is preempted; qos: preempt/qos; partition: preempt/partition_prio. Preempted jobs are requeued.",
@@ -130,7 +130,7 @@ class SchedulingSpec(KubeModel):
 
 class AccountLimits(KubeModel):
     max_gpus: int | None = Field(default=None, alias="maxGPUs", ge=0, description="GrpTRES=gres/gpu=N: GPUs the account may use at once.")
-    max_cpus: int | None = Field(default=None, ge=0, description="GrpTRES=cpu=N.")
+    max_cpus: int | None = Field(default=None, alias="maxCPUs", ge=0, description="GrpTRES=cpu=N.")
     max_nodes: int | None = Field(default=None, ge=0, description="GrpTRES=node=N.")
     max_running_jobs: int | None = Field(default=None, ge=0, description="GrpJobs=N.")
     max_submit_jobs: int | None = Field(default=None, ge=0, description="GrpSubmitJobs=N.")
@@ -145,7 +145,7 @@ class Account(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "set"},
         description="Unix user names that may charge this account (they must exist in the Slurm image or your directory service).",
     )
-    limits: AccountLimits | None = None
+    limits: AccountLimits | None = Field(default=None, description="Limits on what the whole account uses at once.")
 
     @field_validator("users")
     @classmethod
@@ -202,11 +202,11 @@ class Topology(KubeModel):
 
 
 class SlurmClusterSpec(KubeModel):
-    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
-    controller: ControllerSpec = Field(default_factory=ControllerSpec)
-    accounting: AccountingSpec = Field(default_factory=AccountingSpec)
-    login: LoginSpec = Field(default_factory=LoginSpec)
-    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="The Slurm image and how jobs are confined.")
+    controller: ControllerSpec = Field(default_factory=ControllerSpec, description="slurmctld: its state volume and an optional backup.")
+    accounting: AccountingSpec = Field(default_factory=AccountingSpec, description="slurmdbd and its database (sacct, sshare, fair-share, limits).")
+    login: LoginSpec = Field(default_factory=LoginSpec, description="Login pods where users run sbatch, srun, squeue, sacct.")
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Backfill, fair-share and preemption.")
     accounts: list[Account] = Field(default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}, description="Slurm accounts, their shares, users and limits.")
     partitions: list[Partition] = Field(
         default_factory=list,

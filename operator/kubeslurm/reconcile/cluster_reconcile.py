@@ -226,13 +226,16 @@ class ClusterReconciler:
     def apply(self, run: Run) -> None:
         ns = run.cluster.metadata.namespace
         live: dict[tuple[str, str], dict] = {}
-        for kind in kinds.MANAGED_KINDS:
+        for kind in kinds.LISTED_KINDS:
             for obj in self.api.list(kind, ns, _selector(run.cluster.metadata.name)):
                 live[(kind.kind, obj["metadata"]["name"])] = obj
         for state in run.node_sets:
             live[("NodeSet", state.raw["metadata"]["name"])] = state.raw
         for obj in run.desired:
-            current = live.get((obj["kind"], obj["metadata"]["name"]))
+            key = (obj["kind"], obj["metadata"]["name"])
+            if obj["kind"] == "Secret":
+                live[key] = self.api.get(kinds.SECRET, ns, obj["metadata"]["name"])
+            current = live.get(key)
             if current is not None and contains(current, obj):
                 continue
             self.api.apply(obj)
@@ -240,17 +243,13 @@ class ClusterReconciler:
     def prune(self, run: Run) -> None:
         ns = run.cluster.metadata.namespace
         wanted = {(o["kind"], o["metadata"]["name"]) for o in run.desired}
-        keep = {
-            ("Secret", naming.auth_key_secret(run.cluster.metadata.name)),
-            ("Secret", naming.database_password_secret(run.cluster.metadata.name)),
-        }
         uid = run.raw["metadata"]["uid"]
         node_set_uids = {s.raw["metadata"]["uid"] for s in run.node_sets}
-        for kind in kinds.MANAGED_KINDS:
+        for kind in kinds.LISTED_KINDS:
             for obj in self.api.list(kind, ns, _selector(run.cluster.metadata.name)):
                 key = (kind.kind, obj["metadata"]["name"])
                 owners = {ref.get("uid") for ref in obj["metadata"].get("ownerReferences", [])}
-                if key in wanted or key in keep or not owners & ({uid} | node_set_uids):
+                if key in wanted or not owners & ({uid} | node_set_uids):
                     continue
                 self.api.delete(kind, ns, obj["metadata"]["name"], uid=obj["metadata"]["uid"])
                 self.events.normal(run.raw, "Pruned", f"deleted {kind.kind} {obj['metadata']['name']}: no longer desired")

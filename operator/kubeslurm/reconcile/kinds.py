@@ -31,10 +31,10 @@ POD_DISRUPTION_BUDGET = Kind("policy/v1", "PodDisruptionBudget", "poddisruptionb
 SLURM_CLUSTER = Kind("kubeslurm.io/v1alpha1", "SlurmCluster", "slurmclusters")
 NODE_SET = Kind("kubeslurm.io/v1alpha1", "NodeSet", "nodesets")
 
-# Every kind the operator creates for a cluster: pruning looks at exactly these.
-# Secrets are among them; the two generated-once Secrets are never pruned while
-# their SlurmCluster exists (garbage collection removes them with it).
-MANAGED_KINDS = (CONFIG_MAP, SECRET, SERVICE, STATEFUL_SET, POD_DISRUPTION_BUDGET)
+# The kinds the operator lists by label to find drift and leftovers. Secrets are
+# not listed: reading every Secret would need `list secrets` everywhere; ours have
+# fixed names and are read one by one, and garbage collection removes them.
+LISTED_KINDS = (CONFIG_MAP, SERVICE, STATEFUL_SET, POD_DISRUPTION_BUDGET)
 
 _BY_KIND = {k.kind: k for k in (CONFIG_MAP, SECRET, SERVICE, POD, NODE, EVENT, STATEFUL_SET, POD_DISRUPTION_BUDGET, SLURM_CLUSTER, NODE_SET)}
 

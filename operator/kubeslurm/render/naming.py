@@ -29,16 +29,44 @@ def controller_hosts(cluster: str, backup: bool) -> list[Host]:
     return [Host(f"{statefulset}-{i}", f"{statefulset}-{i}.{statefulset}") for i in range(count)]
 
 
+def conf_server(cluster: str, backup: bool) -> str:
+    """`--conf-server` of slurmd and sackd: every slurmctld, in failover order."""
+    return ",".join(f"{host.address}:{SLURMCTLD_PORT}" for host in controller_hosts(cluster, backup))
+
+
+def controller_state_claim(cluster: str) -> str:
+    """The PVC with StateSaveLocation, shared by the primary and the backup slurmctld."""
+    return f"{cluster}-controller-state"
+
+
+def controller_disruption_budget(cluster: str) -> str:
+    return controller_statefulset(cluster)
+
+
+# The accounting, database and login StatefulSets are named like their headless
+# Services, which is what gives their pods stable DNS names.
 def accounting_service(cluster: str) -> str:
     return f"{cluster}-accounting"
+
+
+def accounting_statefulset(cluster: str) -> str:
+    return accounting_service(cluster)
 
 
 def mariadb_service(cluster: str) -> str:
     return f"{cluster}-mariadb"
 
 
+def mariadb_statefulset(cluster: str) -> str:
+    return mariadb_service(cluster)
+
+
 def login_statefulset(cluster: str) -> str:
     return f"{cluster}-login"
+
+
+def login_service(cluster: str) -> str:
+    return login_statefulset(cluster)
 
 
 def config_map(cluster: str) -> str:
@@ -59,6 +87,15 @@ def database_password_secret(cluster: str) -> str:
 
 def node_set_statefulset(node_set: str) -> str:
     return node_set
+
+
+def node_set_service(node_set: str) -> str:
+    """The headless Service of a NodeSet, the serviceName of its StatefulSet."""
+    return node_set
+
+
+def running_jobs_disruption_budget(node_set: str) -> str:
+    return f"{node_set}-running-jobs"
 
 
 def node_name(node_set: str, ordinal: int) -> str:
