@@ -1,20 +1,92 @@
 """The `kubeslurm` command: render offline, print CRDs, run the operator."""
 
 import argparse
+import base64
 import sys
 from pathlib import Path
 
 import yaml
 
-from .api import ManifestError, load_files
+from .api import ManifestError, NodeSet, SlurmCluster, load_files
 from .api.crds import crd_file_name, custom_resource_definitions
+from .render.cluster_objects import cluster_objects, node_set_objects
 from .render.config_files import render_config_files
 from .render.errors import RenderError
+from .render.secrets import auth_key_secret, database_password_secret
 from .render.slurmd_node import slurmd_conf_line
+
+# Offline there is no key, no password and no uid: the operator makes the first two
+# once at apply time and the API server assigns the last. render never invents them.
+GENERATED_AT_APPLY_TIME = "<generated at apply time>"
+ASSIGNED_BY_THE_API_SERVER = "<assigned by the API server>"
+OBJECTS_HEADER = (
+    "# Kubernetes objects the operator creates. Secrets are shown decoded (stringData) with\n"
+    f"# placeholders: the auth key and the database password are {GENERATED_AT_APPLY_TIME[1:-1]},\n"
+    "# never offline, so this output is for reading, not for kubectl apply.\n"
+)
 
 
 def _dump_yaml(documents) -> str:
     return yaml.safe_dump_all(documents, sort_keys=False, width=120)
+
+
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line strings (the config files in ConfigMaps and Secrets) as literal blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ReadableDumper.add_representer(str, _represent_str)
+
+
+def _as_read_back(model: SlurmCluster | NodeSet):
+    """The model with a placeholder uid, as if read from the API server (owner references need one)."""
+    uid = model.metadata.uid or ASSIGNED_BY_THE_API_SERVER
+    return model.model_copy(update={"metadata": model.metadata.model_copy(update={"uid": uid})})
+
+
+def _offline_database_password(cluster: SlurmCluster) -> str | None:
+    accounting = cluster.spec.accounting
+    if not accounting.enabled:
+        return None
+    external = accounting.database.external
+    if external is not None:
+        ref = external.password_secret_ref
+        return f"<read from Secret {ref.name}, key {ref.key}, at apply time>"
+    return GENERATED_AT_APPLY_TIME
+
+
+def _decoded_secret(obj: dict) -> dict:
+    if obj["kind"] != "Secret":
+        return obj
+    shown = {k: v for k, v in obj.items() if k != "data"}
+    shown["stringData"] = {key: base64.b64decode(value).decode() for key, value in obj["data"].items()}
+    return shown
+
+
+def kubernetes_objects_offline(cluster: SlurmCluster, node_sets: list[NodeSet]) -> list[dict]:
+    """Every object for one cluster, with placeholders where apply-time values go."""
+    cluster = _as_read_back(cluster)
+    node_sets = [_as_read_back(ns) for ns in node_sets]
+    objects = [auth_key_secret(cluster, GENERATED_AT_APPLY_TIME.encode())]
+    if cluster.spec.accounting.enabled and cluster.spec.accounting.database.internal is not None:
+        objects.append(database_password_secret(cluster, GENERATED_AT_APPLY_TIME))
+    objects += cluster_objects(cluster, node_sets, database_password=_offline_database_password(cluster))
+    for node_set in node_sets:
+        objects += node_set_objects(cluster, node_set)
+    return [_decoded_secret(obj) for obj in objects]
+
+
+def _objects_yaml(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
+    parts = []
+    for obj in kubernetes_objects_offline(cluster, node_sets):
+        meta = obj["metadata"]
+        body = yaml.dump(obj, Dumper=_ReadableDumper, sort_keys=False, width=120)
+        parts.append(f"---\n# {meta['namespace']}/{cluster.metadata.name}: {obj['kind']} {meta['name']}\n{body}")
+    return "".join(parts)
 
 
 def command_crds(args) -> int:
@@ -55,6 +127,7 @@ def command_render(args) -> int:
                     f"no SlurmCluster {ns.spec.cluster_name!r} in namespace {ns.metadata.namespace} among the inputs",
                 )
         out = []
+        objects = []
         for cluster in manifests.clusters:
             node_sets = manifests.node_sets_of(cluster)
             for name, content in render_config_files(cluster, node_sets).items():
@@ -64,13 +137,15 @@ def command_render(args) -> int:
                     f"# ---- {ns.metadata.namespace}/{ns.metadata.name}: slurmd registers as ----\n"
                     f"# slurmd -Z --conf '{slurmd_conf_line(ns)}'\n"
                 )
+            objects.append(_objects_yaml(cluster, node_sets))
     except (ManifestError, RenderError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except OSError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    sys.stdout.write("\n".join(out))
+    stream = OBJECTS_HEADER + "".join(objects)
+    sys.stdout.write(stream if args.objects_only else "\n".join(out) + "\n" + stream)
     return 0
 
 
@@ -104,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="print everything the operator would create, offline")
     render.add_argument("-f", "--filename", action="append", required=True, help="manifest file (repeatable, - for stdin)")
+    render.add_argument(
+        "--objects-only", action="store_true", help="print only the Kubernetes objects, as one YAML stream"
+    )
     render.set_defaults(func=command_render)
 
     crds = sub.add_parser("crds", help="print the CustomResourceDefinitions (or write them to a folder)")

@@ -30,3 +30,16 @@ def set_path(document: dict, path: str, value) -> dict:
 
 
 DELETE = object()
+
+
+def with_uid(document: dict) -> dict:
+    """The document as read back from the API server: owner references need its uid."""
+    return set_path(document, "metadata.uid", f"uid-of-{document['kind']}-{document['metadata']['name']}")
+
+
+def load_with_uids(*documents: dict):
+    """(cluster, node_sets) models of one SlurmCluster document and its NodeSet documents."""
+    from kubeslurm.api import load_documents
+
+    manifests = load_documents([with_uid(d) for d in documents])
+    return manifests.clusters[0], manifests.node_sets

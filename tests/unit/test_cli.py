@@ -1,7 +1,9 @@
 import subprocess
 import sys
 
-from kubeslurm.cli import main
+import yaml
+
+from kubeslurm.cli import ASSIGNED_BY_THE_API_SERVER, GENERATED_AT_APPLY_TIME, main
 
 from .manifests import EXAMPLE
 
@@ -12,6 +14,50 @@ def test_render_prints_every_config_file(capsys):
     for name in ("slurm.conf", "gres.conf", "cgroup.conf"):
         assert f"hpc/research: {name}" in out
     assert "slurmd -Z --conf 'CPUs=8 RealMemory=31129 Features=h100,nvlink Gres=gpu:h100:8'" in out
+    assert "# hpc/research: StatefulSet h100\n" in out
+
+
+def _objects(capsys, path=EXAMPLE) -> list[dict]:
+    assert main(["render", "-f", str(path), "--objects-only"]) == 0
+    return [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+
+
+def test_render_prints_every_kubernetes_object_as_yaml(capsys):
+    objects = _objects(capsys)
+    names = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert names == {
+        ("Secret", "research-auth-key"), ("Secret", "research-mariadb-password"), ("Secret", "research-slurmdbd-config"),
+        ("ConfigMap", "research-slurm-config"), ("PersistentVolumeClaim", "research-controller-state"),
+        ("Service", "research-controller"), ("StatefulSet", "research-controller"),
+        ("Service", "research-accounting"), ("StatefulSet", "research-accounting"),
+        ("Service", "research-mariadb"), ("StatefulSet", "research-mariadb"),
+        ("Service", "research-login"), ("StatefulSet", "research-login"),
+        ("Service", "h100"), ("StatefulSet", "h100"), ("PodDisruptionBudget", "h100-running-jobs"),
+        ("Service", "cpu"), ("StatefulSet", "cpu"), ("PodDisruptionBudget", "cpu-running-jobs"),
+    }
+    assert all(o["metadata"]["ownerReferences"][0]["uid"] == ASSIGNED_BY_THE_API_SERVER for o in objects)
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert config_map["data"]["slurm.conf"].startswith("# slurm.conf for SlurmCluster hpc/research")
+
+
+def test_render_never_generates_secrets_offline(capsys):
+    secrets = {o["metadata"]["name"]: o for o in _objects(capsys) if o["kind"] == "Secret"}
+    assert all("data" not in s for s in secrets.values())
+    assert secrets["research-auth-key"]["stringData"] == {"slurm.key": GENERATED_AT_APPLY_TIME}
+    assert secrets["research-mariadb-password"]["stringData"] == {"password": GENERATED_AT_APPLY_TIME}
+    assert f"StoragePass={GENERATED_AT_APPLY_TIME}\n" in secrets["research-slurmdbd-config"]["stringData"]["slurmdbd.conf"]
+
+
+def test_render_names_where_an_external_password_comes_from(tmp_path, capsys):
+    external = tmp_path / "external.yaml"
+    external.write_text(EXAMPLE.read_text().replace(
+        "database: {internal: {size: 2Gi}}",
+        "database: {external: {host: db.example.org, passwordSecretRef: {name: dbpw, key: pw}}}",
+    ))
+    secrets = {o["metadata"]["name"]: o for o in _objects(capsys, external) if o["kind"] == "Secret"}
+    assert "research-mariadb-password" not in secrets
+    conf = secrets["research-slurmdbd-config"]["stringData"]["slurmdbd.conf"]
+    assert "StoragePass=<read from Secret dbpw, key pw, at apply time>\n" in conf
 
 
 def test_invalid_input_exits_non_zero_naming_the_field(tmp_path, capsys):

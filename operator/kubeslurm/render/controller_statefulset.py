@@ -1,0 +1,70 @@
+"""slurmctld: one pod, or two with `controller.backup` (pod 0 primary, pod 1 backup).
+
+Pod layout:
+- init `install-config`: copies slurm.conf, gres.conf, cgroup.conf (topology.conf)
+  from the ConfigMap and the key from its Secret into /etc/slurm (owner slurm), and
+  gives the state PVC to user slurm.
+- `slurmctld -D -i`: foreground; -i starts even when the state files are missing or
+  unreadable (the first start, or a state from an older layout) instead of exiting.
+- /var/spool/slurmctld is the state PVC (StateSaveLocation in slurm.conf).
+
+The pod template carries the hash of the ConfigMap data: a config change rolls the
+controller (its state is on the PVC, running jobs keep running on slurmd), after
+which the operator runs `scontrol reconfigure` so configless slurmd pods fetch it.
+"""
+
+from ..api import SlurmCluster
+from . import labels, naming, pods, slurm_pod
+from .config_hash import CONFIG_HASH_ANNOTATION, config_hash
+from .stateful_set import stateful_set
+
+STATE_SAVE_LOCATION = "/var/spool/slurmctld"
+STATE_VOLUME = "state"
+# slurmctld writes its whole state on SIGTERM; large queues take a while.
+TERMINATION_GRACE_SECONDS = 120
+
+
+def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str]) -> dict:
+    name = cluster.metadata.name
+    statefulset = naming.controller_statefulset(name)
+    pod_labels = labels.object_labels(name, labels.CONTROLLER)
+    state_mount = {"name": STATE_VOLUME, "mountPath": STATE_SAVE_LOCATION}
+    init = slurm_pod.install_config_container(
+        cluster,
+        config_mode="0644",
+        # The claim's root directory is root-owned; slurmctld runs as slurm.
+        prepare=[f"chown slurm:slurm {STATE_SAVE_LOCATION}", f"chmod 0700 {STATE_SAVE_LOCATION}"],
+        mounts=[state_mount],
+    )
+    slurmctld = {
+        "name": "slurmctld",
+        **slurm_pod.image_fields(cluster),
+        "command": ["slurmctld", "-D", "-i"],
+        "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
+        # The port opens once the state is loaded and RPCs are served. No liveness
+        # probe: a busy slurmctld still accepts connections, a dead one exits.
+        "readinessProbe": pods.tcp_readiness(naming.SLURMCTLD_PORT),
+        "securityContext": {"runAsUser": 0},
+        "volumeMounts": [slurm_pod.slurm_etc_mount(), state_mount],
+    }
+    spec = pods.pod_spec(
+        init_containers=[init],
+        containers=[slurmctld],
+        volumes=[
+            pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
+            slurm_pod.config_map_volume(naming.config_map(name)),
+            slurm_pod.key_volume(cluster),
+            {"name": STATE_VOLUME, "persistentVolumeClaim": {"claimName": naming.controller_state_claim(name)}},
+        ],
+        termination_grace_seconds=TERMINATION_GRACE_SECONDS,
+    )
+    template = pods.pod_template(pod_labels, {CONFIG_HASH_ANNOTATION: config_hash(config_files)}, spec)
+    return stateful_set(
+        name=statefulset,
+        owner=cluster,
+        object_labels=pod_labels,
+        selector=labels.selector_labels(name, labels.CONTROLLER),
+        service_name=statefulset,
+        replicas=len(naming.controller_hosts(name, cluster.spec.controller.backup)),
+        template=template,
+    )

@@ -1,0 +1,77 @@
+"""The internal accounting database: one MariaDB pod on a PVC (accounting.database.internal).
+
+The MariaDB image contract (images/mariadb must match it; the official
+`mariadb` image's entrypoint already does):
+- started as root, it takes ownership of /var/lib/mysql (an empty PVC on first
+  start), drops to its own user and runs mariadbd.
+- on an empty data directory it creates database MARIADB_DATABASE and user
+  MARIADB_USER (from any host) with MARIADB_PASSWORD and all privileges on that
+  database, gives root a random password (MARIADB_RANDOM_ROOT_PASSWORD=1), and
+  listens on TCP 3306 only once that is done.
+- arguments starting with `--` are passed to mariadbd.
+- `mariadb-admin` is on PATH (the readiness probe).
+The password reaches the pod only by secretKeyRef to the `<cluster>-mariadb-password`
+Secret; it is read once, on the first start (an existing database keeps its password).
+"""
+
+from ..api import SlurmCluster
+from . import labels, naming
+from .secrets import DATABASE_PASSWORD_KEY
+from .pods import pod_spec, pod_template
+from .slurmdbd_conf import database_connection
+from .stateful_set import persistent_volume_claim_spec, stateful_set
+
+DATA_DIR = "/var/lib/mysql"
+DATA_VOLUME = "data"
+# InnoDB flushes and closes cleanly on SIGTERM; a kill here means crash recovery.
+TERMINATION_GRACE_SECONDS = 120
+# Slurm's accounting guide: slurmdbd's purges and upgrades hold locks for minutes.
+MARIADB_ARGS = ["--innodb-lock-wait-timeout=900"]
+
+
+def mariadb_stateful_set(cluster: SlurmCluster) -> dict:
+    internal = cluster.spec.accounting.database.internal
+    if internal is None:
+        raise ValueError(f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name} uses an external database")
+    name = cluster.metadata.name
+    statefulset = naming.mariadb_statefulset(name)
+    db = database_connection(cluster)
+    pod_labels = labels.object_labels(name, labels.DATABASE)
+    password_ref = {"secretKeyRef": {"name": naming.database_password_secret(name), "key": DATABASE_PASSWORD_KEY}}
+    mariadb = {
+        "name": "mariadb",
+        "image": internal.image,
+        "imagePullPolicy": cluster.spec.slurm.image_pull_policy,
+        "args": list(MARIADB_ARGS),
+        "env": [
+            {"name": "MARIADB_DATABASE", "value": db.database},
+            {"name": "MARIADB_USER", "value": db.user},
+            {"name": "MARIADB_PASSWORD", "valueFrom": password_ref},
+            {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "1"},
+        ],
+        "ports": [{"name": "mariadb", "containerPort": naming.MARIADB_PORT, "protocol": "TCP"}],
+        # `ping` succeeds when the server answers the MySQL protocol, even with access
+        # denied, so it needs no password; TCP is up only after initialisation.
+        "readinessProbe": {
+            "exec": {"command": ["mariadb-admin", "--protocol=tcp", "--host=127.0.0.1", f"--port={naming.MARIADB_PORT}", "ping"]},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": DATA_DIR}],
+    }
+    spec = pod_spec(init_containers=[], containers=[mariadb], volumes=[], termination_grace_seconds=TERMINATION_GRACE_SECONDS)
+    claim = {
+        "metadata": {"name": DATA_VOLUME, "labels": pod_labels},
+        "spec": persistent_volume_claim_spec(internal.size, internal.storage_class_name, "ReadWriteOnce"),
+    }
+    return stateful_set(
+        name=statefulset,
+        owner=cluster,
+        object_labels=pod_labels,
+        selector=labels.selector_labels(name, labels.DATABASE),
+        service_name=statefulset,
+        replicas=1,
+        template=pod_template(pod_labels, {}, spec),
+        volume_claim_templates=[claim],
+    )

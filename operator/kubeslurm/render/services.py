@@ -1,0 +1,72 @@
+"""Headless Services: they give StatefulSet pods the stable DNS names Slurm addresses them by.
+
+`<pod>.<service>` resolves through the pod's DNS search path, which is how
+slurm.conf names slurmctld (SlurmctldHost) and slurmdbd (AccountingStorageHost).
+"""
+
+from ..api import NodeSet, SlurmCluster
+from . import labels, naming
+from .metadata import object_meta
+
+
+def _headless_service(
+    name: str,
+    owner: SlurmCluster | NodeSet,
+    cluster: str,
+    component: str,
+    ports: list[tuple[str, int]],
+    publish_not_ready: bool,
+    node_set: str | None = None,
+) -> dict:
+    spec: dict = {"clusterIP": "None", "selector": labels.selector_labels(cluster, component, node_set)}
+    if publish_not_ready:  # false is the default, which the API server does not echo back
+        spec["publishNotReadyAddresses"] = True
+    if ports:
+        spec["ports"] = [{"name": port_name, "port": port, "targetPort": port, "protocol": "TCP"} for port_name, port in ports]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(name, owner, labels.object_labels(cluster, component, node_set)),
+        "spec": spec,
+    }
+
+
+def controller_service(cluster: SlurmCluster) -> dict:
+    # Not-ready addresses are published: slurmd and slurmctld itself must resolve the
+    # controller's name while it starts (a backup is never "ready" the way a primary is).
+    name = cluster.metadata.name
+    return _headless_service(
+        naming.controller_statefulset(name), cluster, name, labels.CONTROLLER,
+        [("slurmctld", naming.SLURMCTLD_PORT)], publish_not_ready=True,
+    )
+
+
+def accounting_service(cluster: SlurmCluster) -> dict:
+    name = cluster.metadata.name
+    return _headless_service(
+        naming.accounting_service(name), cluster, name, labels.ACCOUNTING,
+        [("slurmdbd", naming.SLURMDBD_PORT)], publish_not_ready=False,
+    )
+
+
+def mariadb_service(cluster: SlurmCluster) -> dict:
+    name = cluster.metadata.name
+    return _headless_service(
+        naming.mariadb_service(name), cluster, name, labels.DATABASE,
+        [("mariadb", naming.MARIADB_PORT)], publish_not_ready=False,
+    )
+
+
+def login_service(cluster: SlurmCluster) -> dict:
+    # No ports: it exists for the pods' DNS names (srun's slurmd connections come back to them).
+    name = cluster.metadata.name
+    return _headless_service(naming.login_service(name), cluster, name, labels.LOGIN, [], publish_not_ready=True)
+
+
+def node_set_service(node_set: NodeSet) -> dict:
+    # Not-ready addresses are published: a slurmd must be reachable by name while it
+    # registers, before its readiness probe can pass.
+    return _headless_service(
+        naming.node_set_service(node_set.metadata.name), node_set, node_set.spec.cluster_name, labels.SLURMD,
+        [("slurmd", naming.SLURMD_PORT)], publish_not_ready=True, node_set=node_set.metadata.name,
+    )

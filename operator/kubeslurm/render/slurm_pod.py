@@ -1,0 +1,100 @@
+"""What every Slurm pod shares: the image, the auth key, the config copy at start.
+
+The Slurm image contract (images/slurm must match it):
+- Debian's Slurm packages: slurmctld, slurmd, slurmdbd, sackd, slurm-client (scontrol),
+  built with sysconfdir /etc/slurm, so /etc/slurm/slurm.key is the key's default
+  location, which is also where configless slurmd and sackd look for it.
+- a user and group `slurm` (SlurmUser); containers start as root (uid 0) and the
+  daemons drop to `slurm` themselves (slurmctld, slurmdbd) or must stay root (slurmd
+  starts jobs as their users).
+- /bin/sh, coreutils (`install`, `chown`, `chmod`, `timeout`) on PATH.
+- nothing under /etc/slurm that matters: an emptyDir is mounted over it.
+
+ConfigMap and Secret volumes are root-owned and read-only, but Slurm wants its key
+owned by SlurmUser with mode 0600 (and slurmdbd.conf likewise). So an init container
+(same image) copies the mounted files from /etc/slurm-config and /etc/slurm-key into
+an emptyDir at /etc/slurm with the owner and mode each daemon expects.
+"""
+
+from collections.abc import Sequence
+
+from ..api import SlurmCluster
+from . import naming
+from .secrets import AUTH_KEY_FILE
+
+SLURM_ETC = "/etc/slurm"
+CONFIG_MOUNT = "/etc/slurm-config"
+KEY_MOUNT = "/etc/slurm-key"
+SLURM_RUN = "/run/slurm"
+
+SLURM_ETC_VOLUME = "slurm-etc"
+CONFIG_VOLUME = "slurm-config"
+KEY_VOLUME = "slurm-key"
+SLURM_RUN_VOLUME = "slurm-run"
+
+INSTALL_CONFIG_CONTAINER = "install-config"
+# Requests equal limits so the init container never costs a slurmd pod its Guaranteed QoS.
+INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+
+
+def image_fields(cluster: SlurmCluster) -> dict:
+    return {"image": cluster.spec.slurm.image, "imagePullPolicy": cluster.spec.slurm.image_pull_policy}
+
+
+def key_volume(cluster: SlurmCluster) -> dict:
+    return {
+        "name": KEY_VOLUME,
+        "secret": {
+            "secretName": naming.auth_key_secret(cluster.metadata.name),
+            "items": [{"key": AUTH_KEY_FILE, "path": AUTH_KEY_FILE}],
+            "defaultMode": 0o400,
+        },
+    }
+
+
+def config_map_volume(config_map: str) -> dict:
+    return {"name": CONFIG_VOLUME, "configMap": {"name": config_map, "defaultMode": 0o444}}
+
+
+def secret_config_volume(secret: str) -> dict:
+    return {"name": CONFIG_VOLUME, "secret": {"secretName": secret, "defaultMode": 0o400}}
+
+
+def slurm_etc_mount(read_only: bool = True) -> dict:
+    # readOnly is left out rather than false: the API server drops false values of
+    # such fields, and a drift check would then see a difference on every run.
+    mount = {"name": SLURM_ETC_VOLUME, "mountPath": SLURM_ETC}
+    if read_only:
+        mount["readOnly"] = True
+    return mount
+
+
+def install_config_container(
+    cluster: SlurmCluster,
+    *,
+    config_mode: str | None,
+    prepare: Sequence[str] = (),
+    mounts: Sequence[dict] = (),
+) -> dict:
+    """Copy the key (and, if config_mode, every file of /etc/slurm-config) into /etc/slurm.
+
+    `prepare`: more shell lines run as root before the daemon starts (e.g. owning a PVC).
+    """
+    lines = ["set -eu", f"install -o slurm -g slurm -m 0600 {KEY_MOUNT}/{AUTH_KEY_FILE} {SLURM_ETC}/{AUTH_KEY_FILE}"]
+    volume_mounts = [
+        slurm_etc_mount(read_only=False),
+        {"name": KEY_VOLUME, "mountPath": KEY_MOUNT, "readOnly": True},
+    ]
+    if config_mode is not None:
+        # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
+        lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
+        volume_mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True})
+    lines += list(prepare)
+    return {
+        "name": INSTALL_CONFIG_CONTAINER,
+        **image_fields(cluster),
+        "command": ["/bin/sh", "-c", "\n".join(lines)],
+        "securityContext": {"runAsUser": 0},
+        "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
+        "volumeMounts": volume_mounts + list(mounts),
+    }

@@ -1,0 +1,286 @@
+"""The Kubernetes objects of a SlurmCluster: ownership, labels, names, accounting variants, secrets."""
+
+import base64
+import json
+
+import pytest
+
+from kubeslurm.api import load_documents
+from kubeslurm.render import labels, naming
+from kubeslurm.render.cluster_objects import MANAGED_KINDS, cluster_objects, node_set_objects
+from kubeslurm.render.config_hash import CONFIG_HASH_ANNOTATION
+from kubeslurm.render.metadata import owner_reference
+from kubeslurm.render.secrets import auth_key_secret, database_password_secret
+
+from .manifests import DELETE, contract_documents, load_with_uids, set_path
+
+CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
+PASSWORD = "s3cret-Password-value"
+KEY = bytes(range(256)) * 4  # 1024 bytes, like the handler's
+
+
+def everything(cluster_doc=CLUSTER, node_set_docs=(GPU_NODES, CPU_NODES), password=PASSWORD) -> list[dict]:
+    cluster, node_sets = load_with_uids(cluster_doc, *node_set_docs)
+    objects = cluster_objects(cluster, node_sets, database_password=password)
+    for node_set in node_sets:
+        objects += node_set_objects(cluster, node_set)
+    return objects + [auth_key_secret(cluster, KEY), database_password_secret(cluster, PASSWORD)]
+
+
+def find(objects: list[dict], kind: str, name: str) -> dict | None:
+    return next((o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name), None)
+
+
+def names_of(objects: list[dict]) -> set[tuple[str, str]]:
+    return {(o["kind"], o["metadata"]["name"]) for o in objects}
+
+
+def test_every_object_is_owned_namespaced_and_labelled():
+    for obj in everything():
+        meta = obj["metadata"]
+        assert meta["namespace"] == "hpc"
+        assert (obj["apiVersion"], obj["kind"]) in MANAGED_KINDS
+        [owner] = meta["ownerReferences"]
+        assert owner["controller"] is True and owner["blockOwnerDeletion"] is True
+        assert owner["apiVersion"] == "kubeslurm.io/v1alpha1"
+        node_set = meta["labels"].get(labels.NODE_SET)
+        expected_owner = ("NodeSet", node_set) if node_set else ("SlurmCluster", "research")
+        assert (owner["kind"], owner["name"]) == expected_owner
+        assert owner["uid"] == f"uid-of-{owner['kind']}-{owner['name']}"
+        assert {
+            labels.NAME: "slurm", labels.INSTANCE: "research", labels.MANAGED_BY: "kubeslurm", labels.CLUSTER: "research"
+        }.items() <= meta["labels"].items()
+        component = meta["labels"].get(labels.COMPONENT)
+        assert component in labels.COMPONENTS or meta["name"] == "research-auth-key"
+
+
+def test_owner_reference_needs_the_uid_the_api_server_assigned():
+    cluster = load_documents([CLUSTER]).clusters[0]
+    with pytest.raises(ValueError, match="metadata.uid"):
+        owner_reference(cluster)
+
+
+def test_pods_select_by_their_template_labels():
+    for obj in everything():
+        if obj["kind"] == "StatefulSet":
+            selector = obj["spec"]["selector"]["matchLabels"]
+            assert selector.items() <= obj["spec"]["template"]["metadata"]["labels"].items()
+        if obj["kind"] == "Service":
+            assert obj["spec"]["clusterIP"] == "None"
+
+
+LONGEST = "a" * 40
+
+
+def test_names_fit_kubernetes_limits_for_the_longest_allowed_names():
+    cluster = set_path(set_path(set_path(CLUSTER, "metadata.name", LONGEST), "spec.controller.backup", True), "spec.partitions", [])
+    cluster = set_path(cluster, "spec.login.replicas", 16)
+    node_set = set_path(set_path(GPU_NODES, "metadata.name", "b" * 40), "spec.clusterName", LONGEST)
+    node_set = set_path(set_path(node_set, "spec.maxReplicas", 1024), "spec.replicas", 1024)
+    for obj in everything(cluster, (node_set,)):
+        name = obj["metadata"]["name"]
+        assert len(name) <= 63, name
+        assert all(len(value) <= 63 for value in obj["metadata"]["labels"].values())
+        if obj["kind"] == "StatefulSet":
+            # pod names are host names (Slurm node names); the revision label is <statefulset>-<10-char hash>
+            assert len(f"{name}-{obj['spec']['replicas'] - 1}") <= 63
+            assert len(f"{name}-{'h' * 10}") <= 63
+            for claim in obj["spec"].get("volumeClaimTemplates", []):
+                assert len(f"{claim['metadata']['name']}-{name}-0") <= 63
+
+
+def _component_objects(objects, component):
+    return {(o["kind"], o["metadata"]["name"]) for o in objects if o["metadata"]["labels"].get(labels.COMPONENT) == component}
+
+
+@pytest.mark.parametrize(
+    "accounting,expect_accounting,expect_database",
+    [
+        ({"enabled": True, "database": {"internal": {"size": "2Gi"}}}, True, True),
+        ({"enabled": True, "database": {"external": {"host": "db.example.org", "passwordSecretRef": {"name": "dbpw"}}}}, True, False),
+        ({"enabled": False}, False, False),
+    ],
+)
+def test_accounting_objects_follow_the_spec(accounting, expect_accounting, expect_database):
+    cluster = set_path(CLUSTER, "spec.accounting", accounting)
+    if not accounting["enabled"]:
+        cluster = set_path(cluster, "spec.accounts", [])
+    objects = everything(cluster)[:-2]  # the created-once Secrets are the handler's choice
+    assert bool(_component_objects(objects, labels.ACCOUNTING)) == expect_accounting
+    assert bool(_component_objects(objects, labels.DATABASE)) == expect_database
+    if expect_database:
+        assert names_of(objects) >= {("StatefulSet", "research-mariadb"), ("Service", "research-mariadb")}
+
+
+def _slurmdbd_conf(objects) -> str:
+    secret = find(objects, "Secret", "research-slurmdbd-config")
+    return base64.b64decode(secret["data"]["slurmdbd.conf"]).decode()
+
+
+def test_external_database_is_what_slurmdbd_talks_to():
+    external = {"host": "db.example.org", "port": 3307, "passwordSecretRef": {"name": "dbpw"}}
+    objects = everything(set_path(CLUSTER, "spec.accounting.database", {"external": external}))
+    conf = _slurmdbd_conf(objects)
+    assert "StorageHost=db.example.org\n" in conf and "StoragePort=3307\n" in conf
+    assert f"StoragePass={PASSWORD}\n" in conf
+
+
+def test_internal_database_gets_its_password_by_reference_only():
+    objects = everything()
+    assert "StorageHost=research-mariadb\n" in _slurmdbd_conf(objects)
+    mariadb = find(objects, "StatefulSet", "research-mariadb")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in mariadb["env"]}
+    assert env["MARIADB_PASSWORD"] == {
+        "name": "MARIADB_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "research-mariadb-password", "key": "password"}},
+    }
+    assert env["MARIADB_DATABASE"]["value"] == "slurm_acct_db" and env["MARIADB_USER"]["value"] == "slurm"
+    assert env["MARIADB_RANDOM_ROOT_PASSWORD"]["value"] == "1"
+    claim = find(objects, "StatefulSet", "research-mariadb")["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "2Gi"
+
+
+def test_accounting_without_a_password_is_refused():
+    cluster, node_sets = load_with_uids(CLUSTER, GPU_NODES, CPU_NODES)
+    with pytest.raises(ValueError, match="database password"):
+        cluster_objects(cluster, node_sets, database_password=None)
+
+
+def test_no_secret_bytes_outside_the_secrets_data():
+    needles = [base64.b64encode(KEY).decode(), PASSWORD, base64.b64encode(PASSWORD.encode()).decode()]
+    for obj in everything():
+        visible = {k: v for k, v in obj.items() if not (obj["kind"] == "Secret" and k == "data")}
+        text = json.dumps(visible)
+        assert not any(needle in text for needle in needles), (obj["kind"], obj["metadata"]["name"])
+
+
+def test_created_once_secrets_wrap_the_given_bytes_immutably():
+    cluster, _ = load_with_uids(CLUSTER)
+    key_secret = auth_key_secret(cluster, KEY)
+    assert base64.b64decode(key_secret["data"]["slurm.key"]) == KEY and key_secret["immutable"] is True
+    password_secret = database_password_secret(cluster, PASSWORD)
+    assert base64.b64decode(password_secret["data"]["password"]).decode() == PASSWORD
+    with pytest.raises(ValueError):
+        auth_key_secret(cluster, b"")
+
+
+@pytest.mark.parametrize("backup,replicas,access_mode", [(False, 1, "ReadWriteOnce"), (True, 2, "ReadWriteMany")])
+def test_backup_controller(backup, replicas, access_mode):
+    objects = everything(set_path(CLUSTER, "spec.controller.backup", backup))
+    controller = find(objects, "StatefulSet", "research-controller")
+    assert controller["spec"]["replicas"] == replicas
+    assert controller["spec"]["serviceName"] == "research-controller"
+    claim = find(objects, "PersistentVolumeClaim", "research-controller-state")
+    assert claim["spec"]["accessModes"] == [access_mode]
+    # one claim shared by primary and backup, not one per pod
+    assert "volumeClaimTemplates" not in controller["spec"]
+    assert (find(objects, "PodDisruptionBudget", "research-controller") is not None) == backup
+
+
+def test_controller_pod_layout():
+    objects = everything()
+    controller = find(objects, "StatefulSet", "research-controller")
+    pod = controller["spec"]["template"]["spec"]
+    [init] = pod["initContainers"]
+    script = init["command"][-1]
+    assert "install -o slurm -g slurm -m 0600 /etc/slurm-key/slurm.key /etc/slurm/slurm.key" in script
+    assert "install -o slurm -g slurm -m 0644" in script and "chown slurm:slurm /var/spool/slurmctld" in script
+    [slurmctld] = pod["containers"]
+    assert slurmctld["command"] == ["slurmctld", "-D", "-i"]
+    assert {m["mountPath"] for m in slurmctld["volumeMounts"]} == {"/etc/slurm", "/var/spool/slurmctld"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["slurm-config"]["configMap"]["name"] == "research-slurm-config"
+    assert volumes["slurm-key"]["secret"]["secretName"] == "research-auth-key"
+    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == "research-controller-state"
+    config_map = find(objects, "ConfigMap", "research-slurm-config")
+    assert set(config_map["data"]) == {"slurm.conf", "gres.conf", "cgroup.conf"}
+
+
+@pytest.mark.parametrize(
+    "name,port,publish_not_ready",
+    [("research-controller", 6817, True), ("research-accounting", 6819, False), ("research-mariadb", 3306, False), ("h100", 6818, True)],
+)
+def test_headless_services(name, port, publish_not_ready):
+    service = find(everything(), "Service", name)
+    assert [p["port"] for p in service["spec"]["ports"]] == [port]
+    assert service["spec"].get("publishNotReadyAddresses", False) is publish_not_ready
+
+
+@pytest.mark.parametrize("replicas", [0, 1, 3])
+def test_login_replicas_and_sackd(replicas):
+    login = find(everything(set_path(CLUSTER, "spec.login.replicas", replicas)), "StatefulSet", "research-login")
+    assert login["spec"]["replicas"] == replicas
+    [container] = login["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["sackd", "-D", "--conf-server", "research-controller-0.research-controller:6817"]
+
+
+def _config_hash(objects, name):
+    return find(objects, "StatefulSet", name)["spec"]["template"]["metadata"]["annotations"].get(CONFIG_HASH_ANNOTATION)
+
+
+def test_a_partition_change_rolls_slurmctld_but_not_slurmd():
+    before = everything()
+    after = everything(set_path(CLUSTER, "spec.partitions.0.maxTime", "2-00:00:00"))
+    assert _config_hash(before, "research-controller") != _config_hash(after, "research-controller")
+    for name in ("h100", "cpu", "research-login"):
+        assert find(before, "StatefulSet", name)["spec"]["template"] == find(after, "StatefulSet", name)["spec"]["template"]
+        assert _config_hash(after, name) is None
+    assert _config_hash(before, "research-accounting") == _config_hash(after, "research-accounting")
+
+
+def test_a_database_change_rolls_slurmdbd_only():
+    before = everything()
+    after = everything(password="another-password")
+    assert _config_hash(before, "research-accounting") != _config_hash(after, "research-accounting")
+    assert _config_hash(before, "research-controller") == _config_hash(after, "research-controller")
+
+
+# Pointer fields keep an explicit false; the API server drops false and empty values
+# of the others, so a desired false there would look like drift on every reconcile.
+FALSE_IS_KEPT = {"automountServiceAccountToken", "enableServiceLinks"}
+
+
+def _fields_the_api_server_drops(node, path=""):
+    if isinstance(node, dict):
+        if not node and not path.endswith("emptyDir"):
+            yield path
+        for key, value in node.items():
+            if value is False and key not in FALSE_IS_KEPT or value is None or value == []:
+                yield f"{path}.{key}"
+            yield from _fields_the_api_server_drops(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _fields_the_api_server_drops(item, f"{path}[{index}]")
+
+
+def test_no_field_the_api_server_would_drop():
+    variants = [CLUSTER, set_path(CLUSTER, "spec.controller.backup", True), set_path(set_path(CLUSTER, "spec.accounting", {"enabled": False}), "spec.accounts", [])]
+    for cluster in variants:
+        for obj in everything(cluster):
+            assert list(_fields_the_api_server_drops(obj)) == [], (obj["kind"], obj["metadata"]["name"])
+
+
+def test_same_input_same_objects():
+    first, second = everything(), everything()
+    assert first == second
+    assert json.dumps(first) == json.dumps(second)
+
+
+def test_topology_placements_reach_the_config_map():
+    cluster = set_path(CLUSTER, "spec.topology", {"plugin": "block", "nodeLabels": ["example.com/nvlink"]})
+    model, node_sets = load_with_uids(cluster, GPU_NODES, CPU_NODES)
+    placements = {"h100-0": {"example.com/nvlink": "d1"}, "h100-1": {"example.com/nvlink": "d1"}}
+    objects = cluster_objects(model, node_sets, database_password=PASSWORD, placements=placements)
+    topology = find(objects, "ConfigMap", "research-slurm-config")["data"]["topology.conf"]
+    assert "BlockName=b-d1 Nodes=h100-0,h100-1" in topology
+
+
+def test_conf_server_lists_every_controller():
+    assert naming.conf_server("research", backup=True) == (
+        "research-controller-0.research-controller:6817,research-controller-1.research-controller:6817"
+    )
+
+
+def test_a_cluster_without_a_login_spec_gets_one_login_pod():
+    login = find(everything(set_path(CLUSTER, "spec.login", DELETE)), "StatefulSet", "research-login")
+    assert login["spec"]["replicas"] == 1

@@ -1,0 +1,183 @@
+"""The slurmd StatefulSet of a NodeSet: registration, resources, placement, podTemplate merge, budget."""
+
+import pytest
+
+from kubeslurm.render import labels
+from kubeslurm.render.cluster_objects import node_set_objects
+from kubeslurm.render.pod_template_merge import merge_pod_template
+
+from .manifests import contract_documents, load_with_uids, set_path
+
+CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
+
+
+def objects_of(node_set_doc=GPU_NODES, cluster_doc=CLUSTER, **kwargs) -> dict[str, dict]:
+    cluster, [node_set] = load_with_uids(cluster_doc, node_set_doc)
+    return {obj["kind"]: obj for obj in node_set_objects(cluster, node_set, **kwargs)}
+
+
+def template_of(node_set_doc=GPU_NODES, cluster_doc=CLUSTER) -> dict:
+    return objects_of(node_set_doc, cluster_doc)["StatefulSet"]["spec"]["template"]
+
+
+def container(template: dict, name: str = "slurmd") -> dict:
+    return next(c for c in template["spec"]["containers"] if c["name"] == name)
+
+
+@pytest.mark.parametrize(
+    "node_set_doc,cluster_doc,conf_server,registration",
+    [
+        (GPU_NODES, CLUSTER, "research-controller-0.research-controller:6817",
+         "CPUs=8 RealMemory=31129 Features=h100,nvlink Gres=gpu:h100:8"),
+        (CPU_NODES, CLUSTER, "research-controller-0.research-controller:6817", "CPUs=4 RealMemory=7782 Features=cpu"),
+        (CPU_NODES, set_path(CLUSTER, "spec.controller.backup", True),
+         "research-controller-0.research-controller:6817,research-controller-1.research-controller:6817",
+         "CPUs=4 RealMemory=7782 Features=cpu"),
+    ],
+)
+def test_slurmd_registers_as_the_pod_with_every_controller(node_set_doc, cluster_doc, conf_server, registration):
+    slurmd = container(template_of(node_set_doc, cluster_doc))
+    assert slurmd["command"] == ["slurmd"]
+    assert slurmd["args"] == ["-D", "-Z", "-N", "$(POD_NAME)", "--conf-server", conf_server, "--conf", registration]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in slurmd["env"]
+    assert slurmd["securityContext"]["runAsUser"] == 0
+
+
+def test_statefulset_names_pods_after_the_node_set():
+    statefulset = objects_of()["StatefulSet"]
+    assert statefulset["metadata"]["name"] == "h100" and statefulset["spec"]["serviceName"] == "h100"
+    assert objects_of()["Service"]["metadata"]["name"] == "h100"
+    assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
+    assert statefulset["spec"]["replicas"] == 2
+
+
+def test_replicas_may_be_held_while_draining():
+    assert objects_of(replicas=5)["StatefulSet"]["spec"]["replicas"] == 5
+
+
+@pytest.mark.parametrize(
+    "gpus,expected",
+    [
+        (None, {"cpu": "8", "memory": "32Gi"}),
+        ({"count": 0}, {"cpu": "8", "memory": "32Gi"}),
+        ({"count": 8, "type": "h100"}, {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8"}),
+        ({"count": 2, "resourceName": "amd.com/gpu"}, {"cpu": "8", "memory": "32Gi", "amd.com/gpu": "2"}),
+    ],
+)
+def test_resources_are_guaranteed_and_gpus_use_the_configured_resource(gpus, expected):
+    slurmd = container(template_of(set_path(GPU_NODES, "spec.gpus", gpus)))
+    assert slurmd["resources"] == {"requests": expected, "limits": expected}
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("nodeSelector", {"nvidia.com/gpu.product": "H100"}),
+        ("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+        ("affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}),
+    ],
+)
+def test_placement_passes_through(field, value):
+    assert template_of(set_path(GPU_NODES, f"spec.{field}", value))["spec"][field] == value
+
+
+def test_no_placement_fields_when_unset():
+    assert not {"nodeSelector", "tolerations", "affinity"} & set(template_of()["spec"])
+
+
+@pytest.mark.parametrize("strategy,expected", [(None, "OnDelete"), ({"type": "RollingUpdate"}, "RollingUpdate")])
+def test_update_strategy(strategy, expected):
+    doc = GPU_NODES if strategy is None else set_path(GPU_NODES, "spec.updateStrategy", strategy)
+    assert objects_of(doc)["StatefulSet"]["spec"]["updateStrategy"] == {"type": expected}
+
+
+@pytest.mark.parametrize("constrain,privileged", [(False, None), (True, True)])
+def test_cgroup_confinement_makes_slurmd_privileged(constrain, privileged):
+    cluster = set_path(CLUSTER, "spec.slurm.constrainWithCgroups", constrain)
+    assert container(template_of(GPU_NODES, cluster))["securityContext"].get("privileged") == privileged
+
+
+def test_slurmd_pods_get_the_key_but_no_config_and_no_config_hash():
+    template = template_of()
+    assert set(template["metadata"]["annotations"]) == {"kubectl.kubernetes.io/default-container"}
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    assert volumes["slurm-key"]["secret"]["secretName"] == "research-auth-key"
+    assert not any("configMap" in v for v in volumes.values())
+    mounts = {m["mountPath"] for m in container(template)["volumeMounts"]}
+    assert mounts == {"/etc/slurm", "/var/spool/slurmd", "/run/slurm", "/dev/shm"}
+    probe = container(template)["readinessProbe"]["exec"]["command"]
+    assert probe == ["scontrol", "show", "slurmd"]
+    assert "livenessProbe" not in container(template)
+
+
+def test_running_jobs_budget_protects_only_busy_pods():
+    budget = objects_of()["PodDisruptionBudget"]
+    assert budget["metadata"]["name"] == "h100-running-jobs"
+    assert budget["spec"]["maxUnavailable"] == 0
+    assert budget["spec"]["selector"]["matchLabels"] == {
+        labels.NAME: "slurm", labels.INSTANCE: "research", labels.COMPONENT: "slurmd",
+        labels.NODE_SET: "h100", labels.RUNNING_JOBS: "true",
+    }
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_node_set_of_another_cluster_is_refused():
+    cluster, [node_set] = load_with_uids(CLUSTER, set_path(GPU_NODES, "spec.clusterName", "other"))
+    with pytest.raises(ValueError, match="belongs to cluster 'other'"):
+        node_set_objects(cluster, node_set)
+
+
+# spec.podTemplate merged over the operator's template
+SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
+
+
+@pytest.mark.parametrize(
+    "pod_template,check",
+    [
+        ({"spec": {"containers": [{"name": "slurmd", "image": "example/slurm-with-cuda:1"}]}},
+         lambda t: container(t)["image"] == "example/slurm-with-cuda:1" and container(t)["args"][0] == "-D"),
+        ({"metadata": {"labels": {"team": "vision"}, "annotations": {"example.com/a": "b"}}},
+         lambda t: t["metadata"]["labels"]["team"] == "vision"
+         and t["metadata"]["labels"][labels.NODE_SET] == "h100"
+         and t["metadata"]["annotations"]["example.com/a"] == "b"),
+        ({"metadata": {"labels": {labels.NODE_SET: "hijacked"}}},
+         lambda t: t["metadata"]["labels"][labels.NODE_SET] == "h100"),
+        ({"spec": {"containers": [SIDECAR]}},
+         lambda t: [c["name"] for c in t["spec"]["containers"]] == ["slurmd", "metrics"] and container(t, "metrics") == SIDECAR),
+        ({"spec": {"volumes": [{"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}}],
+                   "containers": [{"name": "slurmd", "volumeMounts": [{"name": "datasets", "mountPath": "/datasets"}]}]}},
+         lambda t: t["spec"]["volumes"][-1]["name"] == "datasets"
+         and len(t["spec"]["volumes"]) == 6
+         and {"name": "datasets", "mountPath": "/datasets"} in container(t)["volumeMounts"]
+         and len(container(t)["volumeMounts"]) == 5),
+        ({"spec": {"containers": [{"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]}},
+         lambda t: [e["name"] for e in container(t)["env"]] == ["POD_NAME", "NCCL_DEBUG"]),
+        ({"spec": {"priorityClassName": "hpc", "hostNetwork": True}},
+         lambda t: t["spec"]["priorityClassName"] == "hpc" and t["spec"]["hostNetwork"] is True),
+        ({"spec": {"containers": [{"name": "slurmd", "readinessProbe": None}]}},
+         lambda t: "readinessProbe" not in container(t)),
+    ],
+    ids=["image-override", "labels-merge", "selector-labels-win", "sidecar", "volume", "env-merge", "spec-field", "null-removes"],
+)
+def test_pod_template_merges_over_ours(pod_template, check):
+    assert check(template_of(set_path(GPU_NODES, "spec.podTemplate", pod_template)))
+
+
+@pytest.mark.parametrize(
+    "base,overlay,expected",
+    [
+        ({"a": {"b": 1, "c": 2}}, {"a": {"c": 3}}, {"a": {"b": 1, "c": 3}}),
+        ({"args": ["-D"]}, {"args": ["-v"]}, {"args": ["-v"]}),
+        ({"containers": [{"name": "a", "x": 1}]}, {"containers": [{"name": "a", "y": 2}, {"name": "b"}]},
+         {"containers": [{"name": "a", "x": 1, "y": 2}, {"name": "b"}]}),
+        ({"ports": [{"containerPort": 1, "name": "p"}]}, {"ports": [{"containerPort": 1, "hostPort": 1}]},
+         {"ports": [{"containerPort": 1, "name": "p", "hostPort": 1}]}),
+        ({"a": 1, "b": 2}, {"a": None}, {"b": 2}),
+        ({"a": 1}, None, {"a": 1}),
+    ],
+)
+def test_merge_rules(base, overlay, expected):
+    before = repr(base)
+    assert merge_pod_template(base, overlay) == expected
+    assert repr(base) == before  # the operator's template is never changed in place
