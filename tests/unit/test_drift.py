@@ -23,3 +23,10 @@ LIVE = {
 )
 def test_contains(desired, expected):
     assert contains(LIVE, desired) is expected
+
+
+def test_quantities_compare_by_value_inside_resources_only():
+    live = {"resources": {"limits": {"memory": "1Gi", "cpu": "8"}}, "image": "slurm:24.11"}
+    assert contains(live, {"resources": {"limits": {"memory": "1024Mi", "cpu": "8"}}})
+    assert not contains(live, {"resources": {"limits": {"memory": "2Gi"}}})
+    assert not contains(live, {"image": "slurm:24.110"})

@@ -66,6 +66,11 @@ def test_bad_input_is_refused_with_the_field_named(document, path, value, expect
     assert "input.yaml" in str(error.value)
 
 
+def test_node_set_may_not_take_a_name_the_cluster_uses():
+    with pytest.raises(ManifestError, match="taken by the cluster's own login objects"):
+        parse_object(set_path(GPU_NODES, "metadata.name", "research-login"))
+
+
 def test_unknown_kind_names_what_is_allowed():
     with pytest.raises(ManifestError, match="not one of"):
         parse_object({"apiVersion": "kubeslurm.io/v1alpha1", "kind": "SlurmNode", "metadata": {"name": "x"}})

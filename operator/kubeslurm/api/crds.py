@@ -2,7 +2,7 @@
 
 from .crd_schema import model_schema
 from .names import OBJECT_NAME_RULES
-from .node_set import NodeSetSpec, NodeSetStatus
+from .node_set import RESERVED_SUFFIXES, NodeSetSpec, NodeSetStatus
 from .resources import GROUP, VERSION, NodeSet, SlurmCluster
 from .slurm_cluster import SlurmClusterSpec, SlurmClusterStatus
 
@@ -32,7 +32,15 @@ PRINTER_COLUMNS = {
 }
 
 
-def _root_schema(spec_model, status_model, spec_required: bool) -> dict:
+NODE_SET_NAME_RULES = [
+    {
+        "rule": " && ".join(f"self.metadata.name != self.spec.clusterName + '-{s}'" for s in RESERVED_SUFFIXES),
+        "message": "metadata.name must not be <clusterName>-controller, -accounting, -mariadb or -login: the cluster's own objects use those names",
+    }
+]
+
+
+def _root_schema(spec_model, status_model, spec_required: bool, extra_rules: list[dict]) -> dict:
     schema = {
         "type": "object",
         "required": ["spec"] if spec_required else [],
@@ -43,14 +51,14 @@ def _root_schema(spec_model, status_model, spec_required: bool) -> dict:
             "spec": model_schema(spec_model),
             "status": model_schema(status_model),
         },
-        "x-kubernetes-validations": OBJECT_NAME_RULES,
+        "x-kubernetes-validations": OBJECT_NAME_RULES + extra_rules,
     }
     if not schema["required"]:
         del schema["required"]
     return schema
 
 
-def _crd(kind_model, spec_model, status_model, spec_required: bool, scale: bool) -> dict:
+def _crd(kind_model, spec_model, status_model, spec_required: bool, scale: bool, extra_rules: list[dict]) -> dict:
     kind = kind_model.KIND
     subresources: dict = {"status": {}}
     if scale:
@@ -75,7 +83,7 @@ def _crd(kind_model, spec_model, status_model, spec_required: bool, scale: bool)
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": _root_schema(spec_model, status_model, spec_required)},
+                    "schema": {"openAPIV3Schema": _root_schema(spec_model, status_model, spec_required, extra_rules)},
                     "subresources": subresources,
                     "additionalPrinterColumns": PRINTER_COLUMNS[kind],
                 }
@@ -86,8 +94,8 @@ def _crd(kind_model, spec_model, status_model, spec_required: bool, scale: bool)
 
 def custom_resource_definitions() -> list[dict]:
     return [
-        _crd(SlurmCluster, SlurmClusterSpec, SlurmClusterStatus, spec_required=False, scale=False),
-        _crd(NodeSet, NodeSetSpec, NodeSetStatus, spec_required=True, scale=True),
+        _crd(SlurmCluster, SlurmClusterSpec, SlurmClusterStatus, spec_required=False, scale=False, extra_rules=[]),
+        _crd(NodeSet, NodeSetSpec, NodeSetStatus, spec_required=True, scale=True, extra_rules=NODE_SET_NAME_RULES),
     ]
 
 

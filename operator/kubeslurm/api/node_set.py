@@ -66,6 +66,11 @@ class UpdateStrategy(KubeModel):
     )
 
 
+# The operator names a cluster's own StatefulSets and Services `<cluster>-<suffix>`;
+# a NodeSet with such a name would collide with them.
+RESERVED_SUFFIXES = ("controller", "accounting", "mariadb", "login")
+
+
 class NodeSetSpec(KubeModel):
     model_config = ConfigDict(
         json_schema_extra={

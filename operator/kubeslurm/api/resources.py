@@ -2,9 +2,9 @@
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .node_set import NodeSetSpec, NodeSetStatus
+from .node_set import RESERVED_SUFFIXES, NodeSetSpec, NodeSetStatus
 from .slurm_cluster import SlurmClusterSpec, SlurmClusterStatus
 
 GROUP = "kubeslurm.io"
@@ -38,6 +38,15 @@ class SlurmCluster(BaseModel):
     status: dict[str, Any] | None = None
 
 
+def _node_set_name_is_free(node_set: "NodeSet") -> "NodeSet":
+    for suffix in RESERVED_SUFFIXES:
+        if node_set.metadata.name == f"{node_set.spec.cluster_name}-{suffix}":
+            raise ValueError(
+                f"metadata.name {node_set.metadata.name!r} is taken by the cluster's own {suffix} objects; choose another name"
+            )
+    return node_set
+
+
 class NodeSet(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     KIND: ClassVar[str] = "NodeSet"
@@ -49,6 +58,8 @@ class NodeSet(BaseModel):
     metadata: ObjectMeta
     spec: NodeSetSpec
     status: dict[str, Any] | None = None
+
+    _name_is_free = model_validator(mode="after")(_node_set_name_is_free)
 
 
 KINDS = {"SlurmCluster": SlurmCluster, "NodeSet": NodeSet}

@@ -26,7 +26,9 @@ from ..render.cluster_objects import (
     node_set_objects,
     owner_reference,
 )
+from ..render.config_hash import CONFIG_HASH_ANNOTATION
 from ..render.errors import RenderError
+from ..render.labels import RUNNING_JOBS, SLURMD, label_selector_string, selector_labels
 from . import kinds
 from .conditions_report import conditions_for, same_conditions
 from .drift import contains
@@ -68,6 +70,7 @@ class Run:
     desired: list[dict] = field(default_factory=list)
     slurm: SlurmControl | None = None
     slurm_nodes: dict | None = None
+    controller_pod: dict | None = None
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None
 
@@ -76,9 +79,13 @@ def _selector(cluster_name: str) -> str:
     return f"app.kubernetes.io/managed-by=kubeslurm,kubeslurm.io/cluster={cluster_name}"
 
 
-def config_hash(objects: list[dict]) -> str:
-    config = next((o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-slurm-config")), None)
-    return hashlib.sha256(json.dumps(config["data"] if config else {}, sort_keys=True).encode()).hexdigest()[:16]
+def desired_controller_config_hash(objects: list[dict], cluster: str) -> str | None:
+    """The config hash in the desired slurmctld pod template: what slurmctld should be running."""
+    name = naming.controller_statefulset(cluster)
+    for obj in objects:
+        if obj["kind"] == "StatefulSet" and obj["metadata"]["name"] == name:
+            return obj["spec"]["template"]["metadata"].get("annotations", {}).get(CONFIG_HASH_ANNOTATION)
+    return None
 
 
 def accounts_hash(cluster: SlurmCluster) -> str:
@@ -86,7 +93,9 @@ def accounts_hash(cluster: SlurmCluster) -> str:
 
 
 class ClusterReconciler:
-    def __init__(self, api: KubeApi, slurm_for: Callable[[SlurmCluster], SlurmControl | None], events: EventRecorder):
+    def __init__(
+        self, api: KubeApi, slurm_for: Callable[[SlurmCluster, dict | None], SlurmControl | None], events: EventRecorder
+    ):
         self.api = api
         self.slurm_for = slurm_for
         self.events = events
@@ -167,7 +176,10 @@ class ClusterReconciler:
         run.database_password = base64.b64decode(secret["data"]["password"]).decode()
 
     def observe_slurm(self, run: Run) -> None:
-        run.slurm = self.slurm_for(run.cluster)
+        run.controller_pod = self.api.get(
+            kinds.POD, run.cluster.metadata.namespace, naming.controller_hosts(run.cluster.metadata.name, False)[0].name
+        )
+        run.slurm = self.slurm_for(run.cluster, run.controller_pod)
         if run.slurm is None:
             return
         try:
@@ -233,8 +245,9 @@ class ClusterReconciler:
             live[("NodeSet", state.raw["metadata"]["name"])] = state.raw
         for obj in run.desired:
             key = (obj["kind"], obj["metadata"]["name"])
-            if obj["kind"] == "Secret":
-                live[key] = self.api.get(kinds.SECRET, ns, obj["metadata"]["name"])
+            kind = kinds.kind_of(obj)
+            if kind not in kinds.LISTED_KINDS and key not in live:
+                live[key] = self.api.get(kind, ns, obj["metadata"]["name"])
             current = live.get(key)
             if current is not None and contains(current, obj):
                 continue
@@ -264,11 +277,20 @@ class ClusterReconciler:
         if cluster.spec.accounting.enabled and status.get("appliedAccountsHash") != accounts_hash(cluster):
             run.slurm.sacctmgr(accounting_commands(cluster))
             self.events.normal(run.raw, "AccountsApplied", f"{len(cluster.spec.accounts)} accounts in Slurm match the spec")
-        wanted_hash = config_hash(run.desired)
-        if status.get("appliedConfigHash") not in (None, wanted_hash):
-            run.slurm.reconfigure()
-            self.events.normal(run.raw, "Reconfigured", "scontrol reconfigure: slurmctld and slurmd run the new configuration")
+        wanted_hash = desired_controller_config_hash(run.desired, cluster.metadata.name)
+        if status.get("appliedConfigHash") != wanted_hash:
+            # The controller pod rolls on a config change; only once the running one has
+            # the new files does `scontrol reconfigure` push them to the configless slurmd pods.
+            running_hash = (run.controller_pod or {}).get("metadata", {}).get("annotations", {}).get(CONFIG_HASH_ANNOTATION)
+            if running_hash != wanted_hash:
+                run.progressing.append("slurmctld is restarting with the new configuration")
+            else:
+                if status.get("appliedConfigHash") is not None:
+                    run.slurm.reconfigure()
+                    self.events.normal(run.raw, "Reconfigured", "scontrol reconfigure: slurmctld and slurmd run the new configuration")
+                run.applied_config_hash = wanted_hash
         pods = self.api.list(kinds.POD, cluster.metadata.namespace, _selector(cluster.metadata.name) + ",app.kubernetes.io/component=slurmd")
+        self.label_busy_pods(pods, run.slurm_nodes or {})
         k8s_nodes = {n["metadata"]["name"]: n for n in self.api.list(kinds.NODE, None)} if pods else {}
         drain_health, resume_health = health_actions(pods, k8s_nodes, run.slurm_nodes or {})
         for node, why in drain_health.items():
@@ -284,7 +306,20 @@ class ClusterReconciler:
             run.slurm.delete_nodes(plan.delete)
             if plan.drain:
                 self.events.normal(state.raw, "ScaleDownDraining", f"drained {', '.join(plan.drain)} before removing them")
-        run.applied_config_hash = wanted_hash
+
+    def label_busy_pods(self, pods: list[dict], slurm_nodes: dict) -> None:
+        """Keep the running-jobs label true exactly on pods whose Slurm node runs a job (the PDB protects those)."""
+        for pod in pods:
+            node = slurm_nodes.get(pod["metadata"]["name"])
+            if node is None:
+                continue
+            busy = node.base_state in ("ALLOCATED", "MIXED") or "COMPLETING" in node.states
+            labelled = pod["metadata"].get("labels", {}).get(RUNNING_JOBS) == "true"
+            if busy != labelled:
+                self.api.merge_patch(
+                    kinds.POD, pod["metadata"]["namespace"], pod["metadata"]["name"],
+                    {"metadata": {"labels": {RUNNING_JOBS: "true" if busy else None}}},
+                )
 
     # ---- status ------------------------------------------------------------
     def write_status(self, run: Run, failure: StepFailed | None) -> None:
@@ -343,7 +378,7 @@ class ClusterReconciler:
             "observedGeneration": raw["metadata"].get("generation"),
             "replicas": state.live_replicas,
             "readyReplicas": state.ready_replicas,
-            "selector": f"kubeslurm.io/cluster={raw['spec'].get('clusterName')},kubeslurm.io/nodeset={name}",
+            "selector": label_selector_string(selector_labels(raw["spec"].get("clusterName", ""), SLURMD, name)),
         }
         if run.slurm_nodes is not None and state.model is not None:
             ours = [n for n in run.slurm_nodes.values() if name in n.features]

@@ -24,6 +24,7 @@ CONFIG_MAP = Kind("v1", "ConfigMap", "configmaps")
 SECRET = Kind("v1", "Secret", "secrets")
 SERVICE = Kind("v1", "Service", "services")
 POD = Kind("v1", "Pod", "pods")
+PERSISTENT_VOLUME_CLAIM = Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NODE = Kind("v1", "Node", "nodes", namespaced=False)
 EVENT = Kind("v1", "Event", "events")
 STATEFUL_SET = Kind("apps/v1", "StatefulSet", "statefulsets")
@@ -34,9 +35,17 @@ NODE_SET = Kind("kubeslurm.io/v1alpha1", "NodeSet", "nodesets")
 # The kinds the operator lists by label to find drift and leftovers. Secrets are
 # not listed: reading every Secret would need `list secrets` everywhere; ours have
 # fixed names and are read one by one, and garbage collection removes them.
+# Claims are never pruned either: they hold slurmctld's job state and accounting
+# data, which only the deletion of the SlurmCluster may take away.
 LISTED_KINDS = (CONFIG_MAP, SERVICE, STATEFUL_SET, POD_DISRUPTION_BUDGET)
 
-_BY_KIND = {k.kind: k for k in (CONFIG_MAP, SECRET, SERVICE, POD, NODE, EVENT, STATEFUL_SET, POD_DISRUPTION_BUDGET, SLURM_CLUSTER, NODE_SET)}
+_BY_KIND = {
+    k.kind: k
+    for k in (
+        CONFIG_MAP, SECRET, SERVICE, POD, PERSISTENT_VOLUME_CLAIM, NODE, EVENT, STATEFUL_SET,
+        POD_DISRUPTION_BUDGET, SLURM_CLUSTER, NODE_SET,
+    )
+}
 
 
 def kind_of(obj: dict) -> Kind:

@@ -1,8 +1,6 @@
 """How the operator reaches a cluster's slurmctld: exec into the controller pod once it is Ready."""
 
 from ..api import SlurmCluster
-from ..render import naming
-from . import kinds
 from .kube_api import KubeApi
 from .slurm_control import SlurmControl, pod_exec_runner
 
@@ -20,10 +18,9 @@ class SlurmAccess:
         self.api = api
         self.api_client = api_client
 
-    def __call__(self, cluster: SlurmCluster) -> SlurmControl | None:
+    def __call__(self, cluster: SlurmCluster, controller_pod: dict | None) -> SlurmControl | None:
         """A SlurmControl for the primary controller, or None while it is not Ready."""
-        namespace = cluster.metadata.namespace
-        pod_name = naming.controller_hosts(cluster.metadata.name, False)[0].name
-        if not pod_ready(self.api.get(kinds.POD, namespace, pod_name)):
+        if not pod_ready(controller_pod):
             return None
-        return SlurmControl(pod_exec_runner(self.api_client, namespace, pod_name, CONTROLLER_CONTAINER))
+        meta = controller_pod["metadata"]
+        return SlurmControl(pod_exec_runner(self.api_client, meta["namespace"], meta["name"], CONTROLLER_CONTAINER))
