@@ -30,7 +30,6 @@ OWNED_KEYS: dict[str, str] = {
     "SlurmdPidFile": "nothing",
     "SlurmctldLogFile": "nothing: logs go to the container's stderr (kubectl logs)",
     "SlurmdLogFile": "nothing: logs go to the container's stderr (kubectl logs)",
-    "CommunicationParameters": "nothing: pods change addresses, so NoAddrCache is required",
     "TreeWidth": "nothing: dynamic nodes need TreeWidth=65533",
     "MaxNodeCount": "spec.maxReplicas of the NodeSets",
     "SlurmdParameters": "nothing: nodes register the pod's resources (config_overrides)",
@@ -60,6 +59,8 @@ DEFAULT_TUNABLES: dict[str, str] = {
     "ReturnToService": "2",
     "JobRequeue": "1",
     "MpiDefault": "none",
+    # Containers have no mail transfer agent; Slurm refuses a MailProg that does not exist.
+    "MailProg": "/bin/true",
     "JobAcctGatherType": "jobacct_gather/linux",
     "JobAcctGatherFrequency": "30",
     "SelectTypeParameters": "CR_Core_Memory",

@@ -1,0 +1,74 @@
+"""Fixtures of the real-Slurm tier (pytest -m slurm): real slurmctld, slurmd,
+slurmdbd and MariaDB from the Debian trixie packages of the images, one network
+namespace per host (see harness.py).
+
+The first run builds the root filesystem with debootstrap (about 2 minutes,
+progress on the terminal); later runs reuse it from
+${KUBESLURM_CACHE:-~/.cache/kubeslurm}/rootfs/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+from tests.slurm import harness
+
+
+@contextlib.contextmanager
+def _output_shown(config: pytest.Config):
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is None:
+        yield
+        return
+    with capman.global_and_fixture_disabled():
+        yield
+
+
+@pytest.fixture(scope="session")
+def slurm_rootfs(pytestconfig):
+    if os.geteuid() != 0:
+        pytest.skip("real-Slurm tests need root: network/mount namespaces, overlayfs, debootstrap")
+    harness.cleanup_leftovers()
+    with _output_shown(pytestconfig):
+        return harness.build_rootfs()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _slurm_cleanup_at_end():
+    # Whatever a test left running (a cluster it did not stop, an interrupted
+    # start) is removed when the session ends, failed or not.
+    yield
+    harness._stop_all()
+    if os.geteuid() == 0:
+        harness.cleanup_leftovers()
+
+
+@pytest.fixture
+def native_slurm_cluster(slurm_rootfs, request):
+    """Factory: native_slurm_cluster(configs=..., auth_key=..., nodes=...) starts a
+    cluster that is stopped after the test; on failure the daemons' log tails are
+    printed first."""
+    clusters: list[harness.NativeSlurmCluster] = []
+
+    def make(**kw) -> harness.NativeSlurmCluster:
+        c = harness.NativeSlurmCluster(slurm_rootfs, **kw)
+        clusters.append(c)
+        return c.start()
+
+    yield make
+    failed = getattr(request.node, "rep_call", None)
+    for c in clusters:
+        if failed is not None and failed.failed:
+            for d in c.daemons:
+                print(f"\n===== {d} (last 40 lines) =====\n{c.logs(d, 40)}")
+        c.stop()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    setattr(item, "rep_" + rep.when, rep)
+    return rep
