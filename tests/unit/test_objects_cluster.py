@@ -211,7 +211,8 @@ def test_login_replicas_and_sackd(replicas):
     login = find(everything(set_path(CLUSTER, "spec.login.replicas", replicas)), "StatefulSet", "research-login")
     assert login["spec"]["replicas"] == replicas
     [container] = login["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["sackd", "-D", "--conf-server", "research-controller-0.research-controller:6817"]
+    assert container["command"] == ["sackd", "--systemd", "--conf-server", "research-controller-0.research-controller:6817"]
+    assert {"name": "NOTIFY_SOCKET", "value": "/run/slurm/notify-nobody"} in container["env"]
 
 
 def _config_hash(objects, name):

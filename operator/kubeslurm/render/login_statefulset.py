@@ -2,11 +2,14 @@
 
 Pod layout:
 - init `install-config`: copies only the key into /etc/slurm.
-- `sackd -D --conf-server <slurmctld...>`: fetches slurm.conf from slurmctld into
+- `sackd --systemd --conf-server <slurmctld...>`: fetches slurm.conf from slurmctld into
   /run/slurm/conf (configless; no ConfigMap mount), where the client commands find
   it, and serves auth/slurm credentials to them over /run/slurm/sack.socket. It is
   told of new configs by slurmctld after `scontrol reconfigure`, so a config change
   never restarts a login pod (no config-hash annotation).
+  Slurm 24.11's sackd has no -D: without --systemd it forks into the background
+  (the container would exit), and --systemd wants NOTIFY_SOCKET set; a socket path
+  nobody listens on keeps it in the foreground (seen working in the real-Slurm tier).
 """
 
 from ..api import SlurmCluster
@@ -23,7 +26,8 @@ def login_stateful_set(cluster: SlurmCluster) -> dict:
     sackd = {
         "name": "login",
         **slurm_pod.image_fields(cluster),
-        "command": ["sackd", "-D", "--conf-server", naming.conf_server(name, cluster.spec.controller.backup)],
+        "command": ["sackd", "--systemd", "--conf-server", naming.conf_server(name, cluster.spec.controller.backup)],
+        "env": [{"name": "NOTIFY_SOCKET", "value": f"{slurm_pod.SLURM_RUN}/notify-nobody"}],
         "ports": [{"name": "sackd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         # sackd opens its reconfigure port (SlurmdPort) only after it fetched the
         # configs and loaded the key, i.e. once sbatch and squeue work here.

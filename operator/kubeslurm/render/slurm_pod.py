@@ -9,6 +9,8 @@ The Slurm image contract (images/slurm must match it):
   starts jobs as their users).
 - /bin/sh, coreutils (`install`, `chown`, `chmod`, `timeout`) on PATH.
 - nothing under /etc/slurm that matters: an emptyDir is mounted over it.
+- /run/slurmctld and /run/slurmdbd owned by slurm (systemd makes them on a host; the
+  daemons exit without them: "fatal: _prepare_run_dir: failed to create /run/slurmdbd").
 
 ConfigMap and Secret volumes are root-owned and read-only, but Slurm wants its key
 owned by SlurmUser with mode 0600 (and slurmdbd.conf likewise). So an init container
