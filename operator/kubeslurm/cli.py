@@ -156,6 +156,8 @@ def command_run(args) -> int:
     import kopf
 
     if args.kubeconfig:
+        # kopf logs in on its own through the kubernetes client, which reads KUBECONFIG
+        os.environ["KUBECONFIG"] = args.kubeconfig
         os.environ["KUBESLURM_KUBECONFIG"] = args.kubeconfig
     from .reconcile import handlers
 

@@ -8,7 +8,8 @@ markers. This module rewrites the model schema into that dialect and nothing els
 from copy import deepcopy
 
 _DROP = {"title", "additionalProperties"}
-_INT_OR_STRING_RULE = "type(self) == int || self.matches('{pattern}')"
+# A raw CEL string: the pattern's backslashes are regex escapes, not CEL ones.
+_INT_OR_STRING_RULE = "type(self) == int || self.matches(r'{pattern}')"
 
 
 def _resolve(node, defs):

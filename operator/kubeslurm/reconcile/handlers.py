@@ -66,8 +66,26 @@ def configure(settings: kopf.OperatorSettings, **_):
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.watching.server_timeout = 300
     settings.execution.max_workers = int(os.environ.get("KUBESLURM_WORKERS", "8"))
+    # kopf reports every handler run at INFO; our event handlers only nudge a daemon,
+    # so those lines are noise. Reconcile outcomes are logged by kubeslurm itself.
+    if not settings.posting.enabled and logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if RUNTIME.api is None:
         RUNTIME.start(os.environ.get("KUBESLURM_KUBECONFIG"))
+
+
+@kopf.on.login()
+def login(**kwargs):
+    """In a pod: the ServiceAccount. Elsewhere: --kubeconfig, then KUBECONFIG or ~/.kube/config.
+
+    Set explicitly because kopf's default login goes through the kubernetes client,
+    which reads KUBECONFIG once, when it is imported.
+    """
+    explicit = os.environ.get("KUBESLURM_KUBECONFIG")
+    if explicit:
+        os.environ["KUBECONFIG"] = explicit
+        return kopf.login_with_kubeconfig(**kwargs)
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 
 @kopf.daemon(GROUP, VERSION, "slurmclusters", cancellation_timeout=30)

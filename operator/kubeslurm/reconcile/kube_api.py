@@ -43,17 +43,18 @@ class KubeApi:
         if method != "GET":
             with self._lock:
                 self.writes += 1
-        data = self.api_client.call_api(
-            path,
-            method,
+        method, url, headers, body, post_params = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
             query_params=list((query or {}).items()),
             header_params=headers,
             body=body,
             auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
         )
-        raw = data.data
+        response = self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post_params)
+        raw = response.read()
+        if not 200 <= response.status < 300:
+            raise ApiException(status=response.status, reason=response.reason, body=raw.decode(errors="replace"))
         return json.loads(raw) if raw else None
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict | None:

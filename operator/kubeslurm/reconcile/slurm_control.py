@@ -17,6 +17,11 @@ from typing import Callable, Protocol
 OPERATOR_REASON_PREFIX = "kubeslurm:"
 # Job states that still hold a node's resources (squeue --states).
 HOLDING_STATES = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED,STAGE_OUT"
+# What sacctmgr 24.11 says (exit code 1) when a command finds its work already done:
+# `add cluster` "This cluster X already exists.  Not adding.", `add account`
+# "Already existing account X on cluster Y", `add user` of an existing association
+# "Request didn't affect anything\nNothing added.", `modify` "Nothing modified".
+SACCTMGR_UNCHANGED = ("already exists", "already existing", "nothing added", "nothing new added", "nothing modified")
 
 
 class CommandRunner(Protocol):
@@ -148,7 +153,7 @@ class SlurmControl:
         for args in commands:
             result = self.run(["sacctmgr", "--immediate", *args])
             text = (result.stdout + result.stderr).lower()
-            if result.returncode != 0 and "nothing new added" not in text and "already exists" not in text and "nothing modified" not in text:
+            if result.returncode != 0 and not any(harmless in text for harmless in SACCTMGR_UNCHANGED):
                 raise SlurmCommandError(f"sacctmgr {shlex.join(args)} failed: {text.strip()}")
 
 

@@ -3,8 +3,9 @@
 The handlers apply these lists with server-side apply and prune objects of
 MANAGED_KINDS that carry the cluster's labels but are no longer in them, except the
 two Secrets created once (auth key, database password: secrets.auth_key_secret and
-secrets.database_password_secret, not part of these lists) and the MariaDB data
-claims of its volumeClaimTemplate, which Kubernetes keeps on purpose.
+secrets.database_password_secret, not part of these lists) and the claims: the
+controller's state claim is never pruned, and the MariaDB data claims belong to
+their StatefulSet (deleted with it, kept on scale-down).
 """
 
 from ..api import NodeSet, SlurmCluster

@@ -2,14 +2,16 @@
 
 Pod layout:
 - init `install-config`: copies only the key into /etc/slurm.
-- `sackd --systemd --conf-server <slurmctld...>`: fetches slurm.conf from slurmctld into
+- `/usr/sbin/sackd -D --conf-server <slurmctld...>`: fetches slurm.conf from slurmctld into
   /run/slurm/conf (configless; no ConfigMap mount), where the client commands find
   it, and serves auth/slurm credentials to them over /run/slurm/sack.socket. It is
   told of new configs by slurmctld after `scontrol reconfigure`, so a config change
   never restarts a login pod (no config-hash annotation).
-  Slurm 24.11's sackd has no -D: without --systemd it forks into the background
-  (the container would exit), and --systemd wants NOTIFY_SOCKET set; a socket path
-  nobody listens on keeps it in the foreground (seen working in the real-Slurm tier).
+  On that reconfigure sackd 24.11 re-executes itself with execve(argv[0]) (no PATH
+  search, hence the absolute path) and, with -D (accepted, though its usage text
+  omits it), does so in place: the container's main process keeps its PID. With
+  --systemd it would fork a new sackd and exit, ending the container at every
+  reconfigure (seen in the real-Slurm tier: "Relinquishing control to new sackd process").
 """
 
 from ..api import SlurmCluster
@@ -17,6 +19,7 @@ from . import labels, naming, pods, slurm_pod
 from .stateful_set import stateful_set
 
 TERMINATION_GRACE_SECONDS = 30
+SACKD = "/usr/sbin/sackd"
 
 
 def login_stateful_set(cluster: SlurmCluster) -> dict:
@@ -26,8 +29,7 @@ def login_stateful_set(cluster: SlurmCluster) -> dict:
     sackd = {
         "name": "login",
         **slurm_pod.image_fields(cluster),
-        "command": ["sackd", "--systemd", "--conf-server", naming.conf_server(name, cluster.spec.controller.backup)],
-        "env": [{"name": "NOTIFY_SOCKET", "value": f"{slurm_pod.SLURM_RUN}/notify-nobody"}],
+        "command": [SACKD, "-D", "--conf-server", naming.conf_server(name, cluster.spec.controller.backup)],
         "ports": [{"name": "sackd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         # sackd opens its reconfigure port (SlurmdPort) only after it fetched the
         # configs and loaded the key, i.e. once sbatch and squeue work here.

@@ -28,6 +28,9 @@ def stateful_set(
     }
     if volume_claim_templates:
         spec["volumeClaimTemplates"] = volume_claim_templates
+        # Deleting the SlurmCluster deletes everything it made, data included (keep
+        # accounting data across clusters with an external database); a scale-down keeps it.
+        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -1,0 +1,64 @@
+"""The operator as a real process (`kubeslurm run`) with its own ServiceAccount and RBAC."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RBAC = REPO / "deploy" / "rbac.yaml"
+OPERATOR_NAMESPACE = "kubeslurm-system"
+OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kubeslurm-operator"
+
+
+class OperatorProcess:
+    def __init__(self, kubeconfig: Path, log_path: Path, resync_seconds: float = 3):
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.resync_seconds = resync_seconds
+        self.popen: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ, KUBESLURM_RESYNC_SECONDS=str(self.resync_seconds))
+        env.pop("KUBECONFIG", None)
+        log = self.log_path.open("a")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "kubeslurm.cli", "run", "--kubeconfig", str(self.kubeconfig), "--liveness", ""],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        self.popen = None
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def eventually(check, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
+    """Poll `check` until it returns a truthy value; fail with the last value seen."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as error:  # the object may not exist yet
+            last = error
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")

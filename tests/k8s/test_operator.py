@@ -1,0 +1,281 @@
+"""The operator against a real kube-apiserver + kube-controller-manager, running with its own RBAC.
+
+There is no kubelet in this tier: pods stay Pending and slurmctld never answers,
+which is what the operator must handle gracefully (Ready=False, SlurmNotAnswering).
+"""
+
+import base64
+import json
+import time
+
+import pytest
+import yaml
+
+from kubeslurm.api import load_files
+from kubeslurm.render.config_files import render_config_files
+
+from .operator_process import OPERATOR_NAMESPACE, OPERATOR_USER, RBAC, REPO, OperatorProcess, eventually
+
+pytestmark = pytest.mark.k8s
+EXAMPLE = REPO / "examples" / "research.yaml"
+
+
+def documents_in(namespace: str) -> list[dict]:
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    for doc in docs:
+        doc["metadata"]["namespace"] = namespace
+    return docs
+
+
+def as_yaml(docs) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+@pytest.fixture(scope="module")
+def crds_installed(control_plane):
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    for crd in ("slurmclusters.kubeslurm.io", "nodesets.kubeslurm.io"):
+        control_plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    return control_plane
+
+
+@pytest.fixture(scope="module")
+def operator(crds_installed, tmp_path_factory):
+    cp = crds_installed
+    cp.kubectl("create", "namespace", OPERATOR_NAMESPACE, check=False)
+    cp.kubectl("apply", "-f", str(RBAC))
+    workdir = tmp_path_factory.mktemp("operator")
+    kubeconfig = cp.write_service_account_kubeconfig(OPERATOR_NAMESPACE, "kubeslurm-operator", workdir / "sa.kubeconfig")
+    process = OperatorProcess(kubeconfig, workdir / "operator.log")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        print("---- operator log ----\n" + process.log_tail(200))
+
+
+def get(cp, kind, name, namespace):
+    result = cp.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def condition(obj, kind):
+    for c in (obj or {}).get("status", {}).get("conditions", []):
+        if c["type"] == kind:
+            return c
+    return None
+
+
+def apply_example(cp, namespace, docs=None):
+    cp.kubectl("apply", "-f", "-", input=as_yaml(docs or documents_in(namespace)))
+
+
+def wait_for_objects(cp, namespace):
+    def all_there():
+        names = ["research-controller", "research-accounting", "research-mariadb", "research-login", "h100", "cpu"]
+        return all(get(cp, "statefulset", n, namespace) for n in names)
+
+    eventually(all_there, timeout=90, what="the StatefulSets of research")
+
+
+def test_crds_install_and_print_columns(crds_installed):
+    out = crds_installed.kubectl("get", "crd", "slurmclusters.kubeslurm.io", "-o", "json").stdout
+    crd = json.loads(out)
+    assert crd["status"]["acceptedNames"]["kind"] == "SlurmCluster"
+    assert any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"])
+
+
+CLUSTER, GPU, CPU = documents_in("bad")
+
+BAD_MANIFESTS = [
+    ("preemption enum", CLUSTER, ["spec", "scheduling", "preemption"], "sometimes", "spec.scheduling.preemption"),
+    ("decay half-life syntax", CLUSTER, ["spec", "scheduling", "fairShare", "decayHalfLife"], "a week", "spec.scheduling.fairShare.decayHalfLife"),
+    ("max time syntax", CLUSTER, ["spec", "partitions", 0, "maxTime"], "tomorrow", "spec.partitions[0].maxTime"),
+    ("two default partitions", CLUSTER, ["spec", "partitions", 1, "default"], True, "only one partition may be default"),
+    ("both databases", CLUSTER, ["spec", "accounting", "database", "external"], {"host": "db", "passwordSecretRef": {"name": "x"}}, "exactly one of database.internal or database.external"),
+    ("accounts without accounting", CLUSTER, ["spec", "accounting", "enabled"], False, "accounts need accounting.enabled"),
+    ("shares below one", CLUSTER, ["spec", "accounts", 0, "shares"], 0, "spec.accounts[0].shares"),
+    ("unknown field", CLUSTER, ["spec", "login", "replica"], 2, 'unknown field "spec.login.replica"'),
+    ("cluster name too long", CLUSTER, ["metadata", "name"], "r" * 41, "at most 40 characters"),
+    ("replicas above maxReplicas", GPU, ["spec", "replicas"], 100, "replicas must not exceed maxReplicas"),
+    ("negative gpu count", GPU, ["spec", "gpus", "count"], -1, "spec.gpus.count"),
+    ("fractional cpu", GPU, ["spec", "resources", "cpu"], "1.5", "spec.resources.cpu"),
+    ("feature syntax", GPU, ["spec", "features"], ["has space"], "spec.features[0]"),
+    ("nodeset name taken by the cluster", GPU, ["metadata", "name"], "research-login", "must not be <clusterName>-controller"),
+    ("update strategy enum", GPU, ["spec", "updateStrategy", "type"], "Sometimes", "spec.updateStrategy.type"),
+]
+
+
+def changed(doc, path, value):
+    doc = json.loads(json.dumps(doc))
+    node = doc
+    for part in path[:-1]:
+        node = node[part] if isinstance(part, int) else node.setdefault(part, {})
+    node[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize("doc,path,value,expected", [b[1:] for b in BAD_MANIFESTS], ids=[b[0] for b in BAD_MANIFESTS])
+def test_bad_manifests_are_refused_by_kubectl_apply(crds_installed, namespace, doc, path, value, expected):
+    bad = changed(doc, path, value)
+    bad["metadata"]["namespace"] = namespace
+    result = crds_installed.kubectl("apply", "-f", "-", input=as_yaml([bad]), check=False)
+    assert result.returncode != 0, f"accepted: {bad}"
+    assert expected in result.stderr, result.stderr
+
+
+def test_contract_manifest_creates_the_expected_objects(operator, control_plane, namespace):
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+
+    config = eventually(lambda: get(cp, "configmap", "research-slurm-config", namespace), what="the ConfigMap")
+    manifests = load_files([EXAMPLE])
+    cluster = manifests.clusters[0]
+    offline = render_config_files(cluster, manifests.node_sets_of(cluster))
+    assert config["data"]["slurm.conf"] == offline["slurm.conf"].replace("hpc/research", f"{namespace}/research")
+    assert set(config["data"]) == set(offline)
+
+    key = get(cp, "secret", "research-auth-key", namespace)
+    assert len(base64.b64decode(key["data"]["slurm.key"])) == 1024
+    dbd = get(cp, "secret", "research-slurmdbd-config", namespace)
+    password = base64.b64decode(get(cp, "secret", "research-mariadb-password", namespace)["data"]["password"]).decode()
+    assert f"StoragePass={password}" in base64.b64decode(next(iter(dbd["data"].values()))).decode()
+    assert password not in json.dumps(config)
+
+    h100 = get(cp, "statefulset", "h100", namespace)
+    assert h100["spec"]["replicas"] == 2
+    container = next(c for c in h100["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert any("Gres=gpu:h100:8" in arg for arg in container.get("args", []) + container.get("command", []))
+    assert get(cp, "statefulset", "cpu", namespace)["spec"]["replicas"] == 1
+
+    uid = get(cp, "slurmcluster", "research", namespace)["metadata"]["uid"]
+    for kind, name in [("configmap", "research-slurm-config"), ("statefulset", "research-controller"), ("service", "research-controller"), ("secret", "research-auth-key")]:
+        owners = get(cp, kind, name, namespace)["metadata"]["ownerReferences"]
+        assert owners[0]["uid"] == uid and owners[0]["controller"] is True
+    node_set = eventually(lambda: get(cp, "nodeset", "h100", namespace)["metadata"].get("ownerReferences"), what="NodeSet owner")
+    assert node_set[0]["uid"] == uid
+
+    # No kubelet here: slurmctld never answers, and the status says so instead of pretending.
+    cluster_obj = eventually(lambda: condition(get(cp, "slurmcluster", "research", namespace), "Ready") and get(cp, "slurmcluster", "research", namespace), what="status")
+    assert condition(cluster_obj, "Ready")["status"] == "False"
+    assert condition(cluster_obj, "Ready")["reason"] == "SlurmNotAnswering"
+    assert condition(cluster_obj, "Degraded")["status"] == "False"
+    ns_obj = eventually(lambda: get(cp, "nodeset", "h100", namespace).get("status", {}).get("selector") and get(cp, "nodeset", "h100", namespace))
+    assert "kubeslurm.io/nodeset=h100" in ns_obj["status"]["selector"]
+    table = cp.kubectl("get", "slurmclusters,nodesets", "-n", namespace).stdout
+    assert "READY" in table and "GPUS" in table and "h100" in table
+
+
+def test_spec_changes_rerender_and_scale_subresource_scales(operator, control_plane, namespace):
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+    cp.kubectl("patch", "slurmcluster", "research", "-n", namespace, "--type=json", "-p",
+               json.dumps([{"op": "add", "path": "/spec/partitions/-", "value": {"name": "all", "nodeSets": ["h100", "cpu"]}}]))
+    eventually(lambda: "PartitionName=all Nodes=h100,cpu" in get(cp, "configmap", "research-slurm-config", namespace)["data"]["slurm.conf"],
+               what="the new partition in slurm.conf")
+    cp.kubectl("scale", "nodeset", "h100", "-n", namespace, "--replicas=4")
+    eventually(lambda: get(cp, "statefulset", "h100", namespace)["spec"]["replicas"] == 4, what="scale up to 4")
+    # No pod runs here, so no job can: scale-down goes straight through.
+    cp.kubectl("scale", "nodeset", "h100", "-n", namespace, "--replicas=1")
+    eventually(lambda: get(cp, "statefulset", "h100", namespace)["spec"]["replicas"] == 1, what="scale down to 1")
+    ns_obj = eventually(lambda: get(cp, "nodeset", "h100", namespace)["status"].get("replicas") == 1 and get(cp, "nodeset", "h100", namespace), what="status.replicas")
+    assert ns_obj["status"]["replicas"] == 1
+
+
+def test_drift_is_corrected(operator, control_plane, namespace):
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+    cp.kubectl("scale", "statefulset", "h100", "-n", namespace, "--replicas=5")
+    eventually(lambda: get(cp, "statefulset", "h100", namespace)["spec"]["replicas"] == 2, what="replicas restored")
+    cp.kubectl("delete", "configmap", "research-slurm-config", "-n", namespace)
+    eventually(lambda: get(cp, "configmap", "research-slurm-config", namespace), what="ConfigMap recreated")
+    cp.kubectl("delete", "service", "research-controller", "-n", namespace)
+    eventually(lambda: get(cp, "service", "research-controller", namespace), what="Service recreated")
+
+
+def test_deleting_the_cluster_removes_everything(operator, control_plane, namespace):
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+    eventually(lambda: get(cp, "nodeset", "cpu", namespace)["metadata"].get("ownerReferences"), what="NodeSet owner")
+    cp.kubectl("delete", "slurmcluster", "research", "-n", namespace, "--wait=false")
+
+    def leftovers():
+        kinds = "statefulsets,services,configmaps,secrets,poddisruptionbudgets,persistentvolumeclaims,pods,nodesets"
+        names = cp.kubectl("get", kinds, "-n", namespace, "-o", "name").stdout.split()
+        return [n for n in names if "kube-root-ca" not in n]
+
+    deadline = time.monotonic() + 120
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert leftovers() == []
+
+
+def test_a_reconcile_with_nothing_changed_writes_nothing_even_across_a_restart(operator, control_plane, namespace):
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+
+    def settled():
+        mark = cp.audit_mark()
+        time.sleep(3 * operator.resync_seconds + 1)
+        return not cp.audit_writes(since=mark, user=OPERATOR_USER)
+
+    eventually(settled, timeout=90, interval=0, what="a quiet period")
+    mark = cp.audit_mark()
+    time.sleep(4 * operator.resync_seconds)
+    writes = cp.audit_writes(since=mark, user=OPERATOR_USER)
+    assert writes == [], [(w["verb"], w["requestURI"]) for w in writes]
+
+    operator.stop()
+    mark = cp.audit_mark()
+    operator.start()
+    eventually(lambda: "reconcile" in operator.log_tail(400).lower() or operator.alive(), what="operator restart")
+    time.sleep(6 * operator.resync_seconds + 5)
+    assert operator.alive(), operator.log_tail()
+    writes = cp.audit_writes(since=mark, user=OPERATOR_USER)
+    assert writes == [], [(w["verb"], w["requestURI"]) for w in writes]
+
+
+def test_node_set_without_cluster_gets_a_clear_condition_and_nothing_is_created(operator, control_plane, namespace):
+    cp = control_plane
+    _, gpu, _ = documents_in(namespace)
+    gpu["spec"]["clusterName"] = "nowhere"
+    cp.kubectl("apply", "-f", "-", input=as_yaml([gpu]))
+    ns_obj = eventually(lambda: condition(get(cp, "nodeset", "h100", namespace), "Degraded") and get(cp, "nodeset", "h100", namespace), what="Degraded")
+    degraded = condition(ns_obj, "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "ClusterNotFound"
+    assert "spec.clusterName" in degraded["message"] and "nowhere" in degraded["message"]
+    assert get(cp, "statefulset", "h100", namespace) is None
+
+
+def test_partition_naming_a_missing_node_set_degrades_and_creates_nothing(operator, control_plane, namespace):
+    cp = control_plane
+    cluster, gpu, _ = documents_in(namespace)  # no cpu NodeSet, yet partition cpu names it
+    cp.kubectl("apply", "-f", "-", input=as_yaml([cluster, gpu]))
+    obj = eventually(lambda: condition(get(cp, "slurmcluster", "research", namespace), "Degraded") and get(cp, "slurmcluster", "research", namespace), what="Degraded")
+    degraded = condition(obj, "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec"
+    assert "spec.partitions[1].nodeSets" in degraded["message"] and "'cpu'" in degraded["message"]
+    assert get(cp, "statefulset", "research-controller", namespace) is None
+    assert get(cp, "configmap", "research-slurm-config", namespace) is None
+    events = cp.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    assert "InvalidSpec" in events
+    # fixing it lets the reconcile go through
+    cp.kubectl("apply", "-f", "-", input=as_yaml([documents_in(namespace)[2]]))
+    eventually(lambda: get(cp, "statefulset", "research-controller", namespace), what="objects after the fix")
+
+
+def test_owned_slurm_conf_key_is_refused_with_what_to_change(operator, control_plane, namespace):
+    cp = control_plane
+    docs = documents_in(namespace)
+    docs[0]["spec"]["slurmConf"] = {"SchedulerType": "sched/builtin"}
+    apply_example(cp, namespace, docs)
+    obj = eventually(lambda: condition(get(cp, "slurmcluster", "research", namespace), "Degraded") and get(cp, "slurmcluster", "research", namespace), what="Degraded")
+    message = condition(obj, "Degraded")["message"]
+    assert "spec.slurmConf.SchedulerType" in message and "spec.scheduling.backfill" in message
