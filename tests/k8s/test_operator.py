@@ -221,16 +221,23 @@ def test_a_reconcile_with_nothing_changed_writes_nothing_even_across_a_restart(o
     apply_example(cp, namespace)
     wait_for_objects(cp, namespace)
 
+    def writes_here(mark):
+        # Other tests' namespaces may still be winding down; this test judges its own objects.
+        return [
+            (w["verb"], w["requestURI"])
+            for w in cp.audit_writes(since=mark, user=OPERATOR_USER)
+            if f"/namespaces/{namespace}/" in w["requestURI"] or "/namespaces/" not in w["requestURI"]
+        ]
+
     def settled():
         mark = cp.audit_mark()
         time.sleep(3 * operator.resync_seconds + 1)
-        return not cp.audit_writes(since=mark, user=OPERATOR_USER)
+        return not writes_here(mark) or print("still writing:", writes_here(mark))
 
     eventually(settled, timeout=90, interval=0, what="a quiet period")
     mark = cp.audit_mark()
     time.sleep(4 * operator.resync_seconds)
-    writes = cp.audit_writes(since=mark, user=OPERATOR_USER)
-    assert writes == [], [(w["verb"], w["requestURI"]) for w in writes]
+    assert writes_here(mark) == []
 
     operator.stop()
     mark = cp.audit_mark()
@@ -238,8 +245,7 @@ def test_a_reconcile_with_nothing_changed_writes_nothing_even_across_a_restart(o
     eventually(lambda: "reconcile" in operator.log_tail(400).lower() or operator.alive(), what="operator restart")
     time.sleep(6 * operator.resync_seconds + 5)
     assert operator.alive(), operator.log_tail()
-    writes = cp.audit_writes(since=mark, user=OPERATOR_USER)
-    assert writes == [], [(w["verb"], w["requestURI"]) for w in writes]
+    assert writes_here(mark) == []
 
 
 def test_node_set_without_cluster_gets_a_clear_condition_and_nothing_is_created(operator, control_plane, namespace):

@@ -67,7 +67,12 @@ class KubeApi:
 
     def list(self, kind: Kind, namespace: str | None, label_selector: str | None = None) -> list[dict]:
         query = {"labelSelector": label_selector} if label_selector else None
-        return self._call("GET", kind.collection_path(namespace), query=query)["items"]
+        items = self._call("GET", kind.collection_path(namespace), query=query)["items"]
+        # Items of a list carry no apiVersion/kind; put them back so they compare like GETs.
+        for item in items:
+            item.setdefault("apiVersion", kind.api_version)
+            item.setdefault("kind", kind.kind)
+        return items
 
     def apply(self, obj: dict) -> dict:
         kind = kind_of(obj)
