@@ -404,12 +404,13 @@ class NativeSlurmCluster:
             for n in self.nodes:
                 self._start_slurmd(n)
             if self.login_host:
-                # sackd 24.11 has no -D: without --systemd it daemonizes. With
-                # --systemd it stays in the foreground but insists on NOTIFY_SOCKET;
-                # nothing listens there, so its READY=1 goes nowhere.
+                # As the login pods run it (render/login_statefulset.py): -D keeps sackd
+                # in the foreground (24.11 accepts it, its usage text omits it), and on
+                # `scontrol reconfigure` it re-executes argv[0] in place with execve(),
+                # which does not search PATH: hence the absolute path.
                 self._start_daemon("sackd", self.login_host,
-                                   ["sackd", "--systemd", "-v", "--conf-server", self.controller],
-                                   user="slurm", env={"NOTIFY_SOCKET": "/run/slurm/notify-nobody"})
+                                   ["/usr/sbin/sackd", "-D", "-v", "--conf-server", self.controller],
+                                   user="slurm")
             if self.nodes:
                 self.wait_nodes_idle(len(self.nodes), timeout)
                 self.timings["nodes_idle"] = time.monotonic() - t0
@@ -452,6 +453,38 @@ class NativeSlurmCluster:
                 d.proc.kill()
         cleanup_leftovers(self.work_base)
         _live.discard(self)
+
+    def stop_host(self, host: str) -> None:
+        """Kill every process of HOST (what a deleted pod looks like to Slurm: slurmd
+        and its job steps vanish at once, without telling slurmctld). The network
+        namespace and the files stay, so `start_node` can bring it back."""
+        h = self.hosts[host]
+        if h.pid:
+            try:
+                os.kill(h.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if h.anchor:
+            h.anchor.wait(10)
+        for d in self.daemons.values():
+            if d.host == host:
+                try:
+                    d.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    d.proc.kill()
+        h.pid = None
+        h.anchor = None
+
+    def start_node(self, name: str) -> None:
+        """(Re)start the host of node NAME and its `slurmd -Z`, like a pod of the same
+        name coming back; the overlay keeps what the previous slurmd left in its spool."""
+        node = next((n for n in self.nodes if n.name == name), None)
+        if node is None:
+            raise HarnessError(f"{name} is not a node of this cluster")
+        if self.hosts[name].pid:
+            raise HarnessError(f"host {name} is still running; stop_host() it first")
+        self._start_host(self.hosts[name])
+        self._start_slurmd(node)
 
     # ------------------------------------------------------------ network and hosts
 
@@ -698,8 +731,13 @@ class NativeSlurmCluster:
                    ["slurmctld", "slurmdbd"])
 
     def _start_slurmd(self, n: NodeSpec) -> None:
-        self._start_daemon(n.name, n.name, ["slurmd", "-D", "-v", "-Z", "--conf-server",
-                                            self.controller, "--conf", n.conf])
+        # As the slurmd pods run it (render/slurmd_statefulset.py): -N names the node
+        # before slurmd has a config, so SlurmdSpoolDir's %n is the same when slurmd
+        # re-executes itself on `scontrol reconfigure`. Without -N, 24.11 caches the
+        # fetched configs in /var/spool/slurmd//conf-cache and the re-executed slurmd
+        # waits forever for /var/spool/slurmd/<node>/conf-cache/slurm.conf.
+        self._start_daemon(n.name, n.name, ["slurmd", "-D", "-v", "-Z", "-N", n.name,
+                                            "--conf-server", self.controller, "--conf", n.conf])
 
     # ------------------------------------------------------------ queries for tests
 

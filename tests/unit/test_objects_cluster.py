@@ -211,8 +211,9 @@ def test_login_replicas_and_sackd(replicas):
     login = find(everything(set_path(CLUSTER, "spec.login.replicas", replicas)), "StatefulSet", "research-login")
     assert login["spec"]["replicas"] == replicas
     [container] = login["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["sackd", "--systemd", "--conf-server", "research-controller-0.research-controller:6817"]
-    assert {"name": "NOTIFY_SOCKET", "value": "/run/slurm/notify-nobody"} in container["env"]
+    # Absolute path and -D: sackd re-executes argv[0] in place on `scontrol reconfigure`.
+    assert container["command"] == ["/usr/sbin/sackd", "-D", "--conf-server", "research-controller-0.research-controller:6817"]
+    assert "env" not in container
 
 
 def _config_hash(objects, name):

@@ -1,7 +1,9 @@
+import subprocess
+
 import pytest
 
 from kubeslurm.reconcile.scale_down import plan_scale
-from kubeslurm.reconcile.slurm_control import SlurmNode, parse_node_line
+from kubeslurm.reconcile.slurm_control import SlurmCommandError, SlurmControl, SlurmNode, parse_node_line
 
 
 def node(name, *states, reason="", features=("h100",)):
@@ -70,3 +72,23 @@ def test_parse_node_line_keeps_spaces_in_values_and_strips_the_reason_stamp():
     assert parsed.reason == "kubeslurm: scale-down to 1"
     down = parse_node_line("NodeName=cpu-0 State=DOWN* Gres=(null)")
     assert down.down and down.gpus == 0
+
+
+# What sacctmgr 24.11 prints, exit code 1, when the real-Slurm tier re-applies the accounts.
+@pytest.mark.parametrize("output", [
+    " This cluster research already exists.  Not adding.\n",
+    " Already existing account vision on cluster research\n",
+    "Request didn't affect anything\nNothing added.\nMake sure the accounts requested here have been added to the system/cluster. (sacctmgr add account...)\n",
+    " Nothing modified\n",
+])
+def test_sacctmgr_accepts_work_already_done(output):
+    def run(argv, timeout=60):
+        return subprocess.CompletedProcess(argv, 1, output, "")
+    SlurmControl(run).sacctmgr([["add", "account", "vision", "Cluster=research"]])
+
+
+def test_sacctmgr_reports_a_real_failure():
+    def run(argv, timeout=60):
+        return subprocess.CompletedProcess(argv, 1, "", "sacctmgr: error: Problem talking to the database: Connection refused\n")
+    with pytest.raises(SlurmCommandError, match="connection refused"):
+        SlurmControl(run).sacctmgr([["add", "account", "vision", "Cluster=research"]])

@@ -1,0 +1,463 @@
+"""The operator's rendered configs and its Slurm code path, run by real Slurm 24.11.
+
+One cluster for the whole module, started from nothing but what kubeslurm renders
+for the contract manifest (examples/research.yaml, h100 scaled to 3 replicas):
+slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf, the slurmd
+`--conf` line of each NodeSet, and the accounts applied with the operator's own
+`SlurmControl.sacctmgr(accounting_commands(cluster))`. The h100 pods register 8
+CPUs, 31 GiB and 8 (fake) GPUs on this small machine because slurm.conf has
+SlurmdParameters=config_overrides, exactly as a pod's limits do in Kubernetes.
+
+The fixture also runs `scontrol reconfigure` once every node has registered: with
+topology.conf, Slurm 24.11 knows a dynamic node's switch only if the node existed
+when slurmctld last read the file (see test_topology_conf_from_placements_is_accepted).
+
+The tests share the cluster and run in file order; the scale-down and reconfigure
+tests, which change the cluster, come last.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubeslurm.api import load_documents
+from kubeslurm.reconcile.scale_down import plan_scale
+from kubeslurm.reconcile.slurm_control import SlurmControl
+from kubeslurm.render import naming
+from kubeslurm.render.accounting_commands import accounting_commands
+from kubeslurm.render.config_files import render_config_files
+from kubeslurm.render.slurmd_node import slurmd_conf_line
+from kubeslurm.render.slurmdbd_conf import database_connection, render_slurmdbd_conf
+from tests.slurm import harness
+from tests.slurm.harness import NodeSpec
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "research"
+H100 = ["h100-0", "h100-1", "h100-2"]
+CPU = ["cpu-0"]
+LOGIN = "login"
+# Where each slurmd pod "runs": the Kubernetes node labels topology.conf is built from.
+PLACEMENTS = {"h100-0": {"zone": "a"}, "h100-1": {"zone": "a"},
+              "h100-2": {"zone": "b"}, "cpu-0": {"zone": "b"}}
+
+
+def contract_documents() -> list[dict]:
+    """examples/research.yaml with what this tier needs on top: 3 h100 pods, a topology,
+    and a backfill interval of 1 s (set the way a user tunes Slurm: spec.slurmConf)."""
+    docs = [d for d in yaml.safe_load_all((REPO / "examples/research.yaml").read_text()) if d]
+    cluster = next(d for d in docs if d["kind"] == "SlurmCluster")
+    cluster["spec"]["topology"] = {"plugin": "tree", "nodeLabels": ["zone"]}
+    cluster["spec"]["slurmConf"] = {"SchedulerParameters": "bf_interval=1"}
+    h100 = next(d for d in docs if d["kind"] == "NodeSet" and d["metadata"]["name"] == "h100")
+    h100["spec"]["replicas"] = 3
+    return docs
+
+
+def load(docs: list[dict]):
+    manifests = load_documents(docs)
+    (cluster,) = manifests.clusters
+    return cluster, {ns.metadata.name: ns for ns in manifests.node_sets_of(cluster)}
+
+
+class Env:
+    """What the tests share: the running cluster, the models, the operator's SlurmControl."""
+
+    def __init__(self, cluster: harness.NativeSlurmCluster, model, node_sets, configs):
+        self.c = cluster
+        self.model = model
+        self.node_sets = node_sets
+        self.configs = configs
+        self.ctld = cluster.controller
+        self.ctl = SlurmControl(self.run_in_controller)
+
+    def run_in_controller(self, argv, timeout=60) -> subprocess.CompletedProcess:
+        return self.c.run(self.ctld, list(argv), timeout=timeout, check=False)
+
+    def sh(self, cmd: str, user: str = "alice", host: str = LOGIN, check: bool = True,
+           timeout: float = 60) -> subprocess.CompletedProcess:
+        return self.c.run(host, cmd, user=user, check=check, timeout=timeout)
+
+    def sbatch(self, args: str, user: str = "alice") -> str:
+        out = self.sh(f"sbatch --parsable {args}", user=user).stdout.strip()
+        return out.split(";")[0]
+
+    def job_field(self, job: str, key: str) -> str:
+        out = self.c.run(self.ctld, f"scontrol -o show job {job}", check=False).stdout
+        m = re.search(rf"\b{key}=(\S*)", out)
+        return m.group(1) if m else ""
+
+    def wait_for(self, ok, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        while True:
+            value = ok()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            time.sleep(0.5)
+
+    def wait_state(self, job: str, state: str, timeout: float = 30) -> None:
+        self.wait_for(lambda: self.job_field(job, "JobState") == state, timeout,
+                      f"job {job} to be {state} (is {self.job_field(job, 'JobState')!r})")
+
+    def sacct(self, job: str, fields: str) -> str:
+        return self.c.run(self.ctld, f"sacct -n -P -X -j {job} -o {fields}").stdout.strip()
+
+    def wait_sacct_state(self, job: str, state: str, timeout: float = 60) -> None:
+        self.wait_for(lambda: self.sacct(job, "State") == state, timeout,
+                      f"sacct to record job {job} as {state}")
+
+    def nodes(self) -> dict:
+        return {n.name: n for n in self.ctl.nodes()}
+
+    def show_node(self, name: str) -> dict[str, str]:
+        line = self.c.run(self.ctld, f"scontrol -o show node {name}").stdout.strip()
+        return dict(re.findall(r"(\w+)=(\S*)", line))
+
+
+@pytest.fixture(scope="module")
+def env(slurm_rootfs, request):
+    t0 = time.monotonic()
+    model, node_sets = load(contract_documents())
+    configs = render_config_files(model, list(node_sets.values()), PLACEMENTS)
+    assert "topology.conf" in configs
+    password = secrets.token_urlsafe(24)
+    configs["slurmdbd.conf"] = render_slurmdbd_conf(model, password)
+    db = database_connection(model)
+    controller = naming.controller_hosts(CLUSTER, backup=False)[0]
+    nodes = [NodeSpec(f"{name}-{i}", slurmd_conf_line(ns), gpus=ns.spec.gpus.count if ns.spec.gpus else 0)
+             for name, ns in sorted(node_sets.items(), reverse=True) for i in range(ns.spec.replicas)]
+    assert [n.name for n in nodes] == H100 + CPU
+    cluster = harness.NativeSlurmCluster(
+        slurm_rootfs, configs=configs, auth_key=os.urandom(1024), nodes=nodes,
+        # The names the rendered configs use, as the headless Services provide them.
+        aliases={"controller": [controller.address]},
+        hostnames={"slurmdbd": naming.accounting_service(CLUSTER), "mariadb": db.host},
+        users=["alice", "bob", "carol"], db_credentials=(db.user, password), login=True,
+        name="rendered")
+    assert cluster.controller == controller.name
+    failed_before = request.session.testsfailed
+    try:
+        cluster.start()
+        e = Env(cluster, model, node_sets, configs)
+        # The operator's own step: accounts from spec.accounts, through SlurmControl.
+        e.ctl.sacctmgr(accounting_commands(model))
+        # Slurm 24.11 resolves topology.conf's node names only when it reads the file:
+        # at slurmctld's start no dynamic node exists yet, so every switch is empty
+        # and a multi-node job is refused until a reconfigure after registration.
+        e.topology_at_start = cluster.run(e.ctld, "scontrol show topology").stdout
+        e.two_nodes_at_start = e.sh("srun -A vision -N2 hostname", check=False)
+        e.ctl.reconfigure()
+        e.wait_for(e.ctl.ping, 30, "slurmctld after reconfigure")
+        print(f"\ncluster up and accounts applied in {time.monotonic() - t0:.1f}s:",
+              {k: round(v, 1) for k, v in cluster.timings.items()})
+        yield e
+    finally:
+        if request.session.testsfailed > failed_before:
+            for d in cluster.daemons:
+                print(f"\n===== {d} (last 40 lines) =====\n{cluster.logs(d, 40)}")
+        cluster.stop()
+
+
+# ---------------------------------------------------------------- 1. registration
+
+def test_nodes_register_what_slurmd_conf_line_rendered(env):
+    expected = {"h100": slurmd_conf_line(env.node_sets["h100"]),
+                "cpu": slurmd_conf_line(env.node_sets["cpu"])}
+    assert expected["h100"] == "CPUs=8 RealMemory=31129 Features=h100,nvlink Gres=gpu:h100:8"
+    for name in H100 + CPU:
+        conf = dict(kv.split("=", 1) for kv in expected[name.split("-")[0]].split())
+        node = env.show_node(name)
+        assert node["CPUTot"] == conf["CPUs"], node
+        assert node["RealMemory"] == conf["RealMemory"], node
+        assert node["AvailableFeatures"] == conf["Features"], node
+        assert node["ActiveFeatures"] == conf["Features"], node
+        assert node["Gres"] == conf.get("Gres", "(null)"), node
+        assert node["State"] == "IDLE+DYNAMIC_NORM", node
+
+    parsed = env.nodes()
+    assert sorted(parsed) == sorted(H100 + CPU)
+    for name in H100:
+        n = parsed[name]
+        assert (n.gpus, n.features, n.base_state, n.drained) == (8, ["h100", "nvlink"], "IDLE", False), n
+    assert (parsed["cpu-0"].gpus, parsed["cpu-0"].features, parsed["cpu-0"].base_state) == (0, ["cpu"], "IDLE")
+
+
+# ---------------------------------------------------------------- 2. partitions
+
+def test_partitions_are_the_node_sets(env):
+    def nodes_of(partition):
+        return sorted(env.sh(f"sinfo -h -N -p {partition} -o %N").stdout.split())
+    assert nodes_of("gpu") == H100
+    assert nodes_of("cpu") == CPU
+    summary = env.sh("sinfo -h -o '%P %l'").stdout.split("\n")
+    assert "gpu* 1-00:00:00" in summary, summary  # '*': the default partition
+    gpu = env.c.run(env.ctld, "scontrol -o show partition gpu").stdout
+    assert "Default=YES" in gpu and "MaxTime=1-00:00:00" in gpu and "NodeSets=h100" in gpu, gpu
+    cpu = env.c.run(env.ctld, "scontrol -o show partition cpu").stdout
+    assert "Default=NO" in cpu and "NodeSets=cpu" in cpu, cpu
+
+
+# ---------------------------------------------------------------- topology
+
+def test_topology_conf_from_placements_is_accepted(env):
+    assert env.configs["topology.conf"].split("\n")[2:5] == [
+        "SwitchName=s-a Nodes=h100-0,h100-1",
+        "SwitchName=s-b Nodes=cpu-0,h100-2",
+        "SwitchName=s-root Switches=s-a,s-b",
+    ]
+    # Before the reconfigure (made by the fixture once the nodes had registered) the
+    # root switch reached no node, and Slurm refused any job spanning two nodes.
+    assert re.search(r"SwitchName=s-root .*Nodes= ", env.topology_at_start), env.topology_at_start
+    assert env.two_nodes_at_start.returncode != 0
+    assert "Requested topology configuration is not available" in env.two_nodes_at_start.stderr
+
+    out = env.c.run(env.ctld, "scontrol show topology").stdout
+    switches = {m.group(1): m.group(2) for m in re.finditer(r"SwitchName=(\S+) .*?Nodes=(\S*)", out)}
+    expand = env.ctl.expand_hostlist
+    assert sorted(switches) == ["s-a", "s-b", "s-root"], out
+    assert sorted(expand(switches["s-a"])) == ["h100-0", "h100-1"], out
+    assert sorted(expand(switches["s-b"])) == ["cpu-0", "h100-2"], out
+    assert sorted(expand(switches["s-root"])) == sorted(H100 + CPU), out
+    # Placement follows the switches: two h100 nodes under one switch are h100-0 and h100-1.
+    hosts = env.sh("srun -A vision -N2 --switches=1 hostname").stdout.split()
+    assert sorted(hosts) == ["h100-0", "h100-1"], hosts
+
+
+# ---------------------------------------------------------------- 3. jobs and GPUs
+
+def test_sbatch_and_srun_run_as_alice_with_account_vision(env):
+    out = env.sh("srun -A vision -p gpu bash -c 'id -un; hostname'").stdout.split()
+    assert out[0] == "alice" and out[1] in H100, out
+
+    job = env.sbatch("-A vision -o /tmp/whoami-%j.out --wrap 'id -un; hostname'")
+    assert env.c.wait_job(job, 60) == "COMPLETED"
+    assert env.job_field(job, "Account") == "vision"
+    host = env.job_field(job, "NodeList")
+    assert host in H100  # gpu is the default partition
+    assert env.c.run(host, f"cat /tmp/whoami-{job}.out").stdout.split() == ["alice", host]
+
+
+def test_gres_gives_exactly_the_requested_gpus(env):
+    two = env.sh("srun -A vision --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES").stdout.strip()
+    assert len(set(two.split(","))) == 2 == len(two.split(",")), two
+    eight = env.sh("srun -A vision --gres=gpu:h100:8 printenv CUDA_VISIBLE_DEVICES").stdout.strip()
+    assert sorted(eight.split(","), key=int) == [str(i) for i in range(8)], eight
+
+
+# ---------------------------------------------------------------- 4. gang start
+
+def test_two_node_job_starts_on_both_nodes_at_once(env):
+    out = env.sh("srun -A vision -N2 -l bash -c 'echo $(hostname) $(date +%s.%N)'").stdout
+    rows = [line.split(": ", 1)[1].split() for line in out.strip().splitlines()]
+    hosts = sorted(r[0] for r in rows)
+    assert len(hosts) == 2 and len(set(hosts)) == 2 and set(hosts) <= set(H100), out
+    starts = [float(r[1]) for r in rows]
+    assert max(starts) - min(starts) < 1.0, out
+
+
+# ---------------------------------------------------------------- 5. accounts
+
+def test_accounts_and_shares_come_from_the_cluster_spec(env):
+    rows = [r.split("|") for r in env.c.run(
+        env.ctld, "sshare -a -n -P -o Account,User,RawShares").stdout.split()]
+    shares = {(a.strip(), u): s for a, u, s in rows}
+    assert shares[("vision", "")] == "60", rows
+    assert shares[("nlp", "")] == "40", rows
+    assert ("vision", "alice") in shares and ("nlp", "bob") in shares, rows
+
+    assoc = env.c.run(env.ctld, f"sacctmgr -n -P show assoc cluster={CLUSTER}"
+                                " format=Account,User,GrpTRES").stdout.split()
+    assert "nlp||gres/gpu=16" in assoc, assoc
+    assert "vision||" in assoc, assoc
+
+    # The operator re-applies the list on every reconcile: it must stay harmless.
+    env.ctl.sacctmgr(accounting_commands(env.model))
+    again = env.c.run(env.ctld, "sshare -a -n -P -o Account,User,RawShares").stdout.split()
+    assert sorted(again) == sorted("|".join(r) for r in rows)
+
+    refused = env.sh("sbatch --wrap true", user="carol", check=False)
+    assert refused.returncode != 0
+    assert "Invalid account" in refused.stderr, refused.stderr
+    bob = env.sbatch("-o /dev/null --wrap true", user="bob")
+    assert env.c.wait_job(bob, 60) == "COMPLETED"
+    assert env.job_field(bob, "Account") == "nlp"  # bob's default account
+
+
+# ---------------------------------------------------------------- 6. scheduling options
+
+def test_scheduling_options_are_in_effect(env):
+    out = env.c.run(env.ctld, "scontrol show config").stdout
+    config = dict(re.findall(r"^(\w+)\s+= (.*?)\s*$", out, re.M))
+    assert config["SchedulerType"] == "sched/backfill"
+    assert config["PriorityType"] == "priority/multifactor"
+    assert config["PriorityDecayHalfLife"] == "7-00:00:00"
+    assert config["SelectType"] == "select/cons_tres"
+    # 24.11 shows preempt/none as no plugin at all.
+    assert "PreemptType=preempt/none" in env.configs["slurm.conf"].split("\n")
+    assert config["PreemptType"] == "(null)"
+    assert config["PreemptMode"] == "OFF"
+    assert config["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert config["SchedulerParameters"] == "bf_interval=1"
+    assert config["TopologyPlugin"] == "topology/tree"
+
+
+# ---------------------------------------------------------------- 7. backfill
+
+def backfilled_jobs(env) -> int:
+    out = env.c.run(env.ctld, "sdiag").stdout
+    return int(re.search(r"Total backfilled jobs \(since last slurm start\): (\d+)", out).group(1))
+
+
+def test_backfill_starts_a_short_job_before_a_blocked_big_one(env):
+    before = backfilled_jobs(env)
+    # h100-0 is busy for up to 5 minutes, so a job needing all three h100 nodes
+    # cannot start before then...
+    long = env.sbatch("-A vision -w h100-0 --exclusive --time=5 -o /dev/null --wrap 'sleep 300'")
+    env.wait_state(long, "RUNNING")
+    big = env.sbatch("-A vision -N3 --exclusive --time=10 -o /dev/null --wrap 'sleep 5'")
+    try:
+        env.wait_for(lambda: env.job_field(big, "Reason") in ("Resources", "Priority"), 20,
+                     f"job {big} to wait for resources")
+        # ...and a 1-minute job submitted after it, same user, lower priority (younger),
+        # fits into the gap: only the backfill scheduler may start it (the main
+        # scheduler stops at the first blocked job of a partition).
+        short = env.sbatch("-A vision -N1 --time=1 -o /dev/null --wrap 'sleep 20'")
+        env.wait_state(short, "RUNNING", timeout=30)
+        assert env.job_field(big, "JobState") == "PENDING"
+        assert int(env.job_field(short, "Priority")) <= int(env.job_field(big, "Priority"))
+        assert backfilled_jobs(env) > before
+        assert env.ctl.job_counts() == (2, 1)
+    finally:
+        env.sh(f"scancel {long} {big}")
+    env.sh(f"scancel {short}")
+    env.c.wait_job(short, 30)
+
+
+# ---------------------------------------------------------------- 8. accounting
+
+def test_sacct_records_account_and_gpu_tres(env):
+    job = env.sbatch("-A vision --gres=gpu:2 -o /dev/null --wrap 'sleep 1'")
+    assert env.c.wait_job(job, 60) == "COMPLETED"
+    env.wait_sacct_state(job, "COMPLETED")
+    user, account, tres = env.sacct(job, "User,Account,AllocTRES").split("|")
+    assert (user, account) == ("alice", "vision")
+    assert "gres/gpu=2" in tres.split(","), tres
+    # AccountingStorageTRES=gres/gpu counts GPUs of any type (no gres/gpu:h100 column).
+
+    running = env.sbatch("-A vision -o /dev/null --wrap 'sleep 30'")
+    env.wait_state(running, "RUNNING")
+    assert env.ctl.job_counts() == (1, 0)
+    env.sh(f"scancel {running}")
+    env.c.wait_job(running, 30)
+    assert env.ctl.job_counts() == (0, 0)
+
+
+# ---------------------------------------------------------------- 9. scale-down
+
+def test_scale_down_drains_waits_for_the_job_then_deletes_the_node(env):
+    pods = set(H100)
+
+    def plan(wanted, running_pods):
+        nodes = env.nodes()
+        leaving = [f"h100-{i}" for i in range(wanted, 3)]
+        return plan_scale("h100", wanted=wanted, current=3, slurm_nodes=nodes,
+                          jobs=env.ctl.jobs_on(leaving), running_pods=running_pods)
+
+    job = env.sbatch("-A vision -w h100-2 -o /dev/null --wrap 'sleep 20'")
+    env.wait_state(job, "RUNNING")
+    # A human drains another node; the operator must leave that alone.
+    env.c.run(env.ctld, "scontrol update NodeName=h100-1 State=DRAIN Reason='bad DIMM'")
+
+    p = plan(2, pods)
+    assert (p.replicas, p.drain, p.delete, p.waiting_for_jobs) == (3, ["h100-2"], [], {"h100-2": [job]})
+    env.ctl.drain(p.drain, "scale-down of NodeSet h100 to 2")
+    drained = env.c.run(env.ctld, "scontrol -o show node h100-2").stdout.strip()
+    print("\ndrained dynamic node with a job:", drained)
+    node = env.nodes()["h100-2"]
+    # scontrol says MIXED+DRAIN+DYNAMIC_NORM (sinfo: "draining") while the job runs.
+    assert node.drained_by_operator and node.base_state == "MIXED", node
+
+    # Next reconcile: keep the pod, wait for the job; nothing new lands on h100-2.
+    p = plan(2, pods)
+    assert (p.replicas, p.drain, p.resume, p.delete, p.waiting_for_jobs) == (3, [], [], [], {"h100-2": [job]})
+    blocked = env.sbatch("-A vision -w h100-2 -o /dev/null --wrap true")
+    env.wait_for(lambda: env.job_field(blocked, "Reason").startswith("ReqNodeNotAvail"), 15,
+                 f"job {blocked} to wait for the drained node")
+    env.sh(f"scancel {blocked}")
+
+    # The job is not killed: it completes.
+    assert env.c.wait_job(job, 60) == "COMPLETED"
+    env.wait_sacct_state(job, "COMPLETED")
+    assert env.nodes()["h100-2"].states >= {"IDLE", "DRAIN"}
+
+    # Empty: lower replicas. The pod still exists, so its record stays (slurmd would re-register).
+    p = plan(2, pods)
+    assert (p.replicas, p.drain, p.resume, p.delete, p.waiting_for_jobs) == (2, [], [], [], {})
+    # Kubernetes removes the pod.
+    env.c.stop_host("h100-2")
+    pods.discard("h100-2")
+    p = plan(2, pods)
+    assert (p.replicas, p.drain, p.resume, p.delete) == (2, [], [], ["h100-2"])
+    env.ctl.delete_nodes(p.delete)
+    assert sorted(env.sh("sinfo -h -N -o %N").stdout.split()) == ["cpu-0", "h100-0", "h100-1"]
+    assert plan(2, pods).settled
+
+    # The human's drain survived every plan.
+    h1 = env.nodes()["h100-1"]
+    assert h1.drained and h1.reason == "bad DIMM", h1
+    env.c.run(env.ctld, "scontrol update NodeName=h100-1 State=RESUME")
+
+
+def test_a_deleted_node_registers_again_when_its_pod_returns(env):
+    env.c.start_node("h100-2")
+    env.wait_for(lambda: env.nodes().get("h100-2") and env.nodes()["h100-2"].base_state == "IDLE",
+                 60, "h100-2 to register again")
+    node = env.nodes()["h100-2"]
+    assert not node.drained and node.gpus == 8, node
+    out = env.sh("srun -A vision -w h100-2 --gres=gpu:1 hostname").stdout.strip()
+    assert out == "h100-2"
+
+
+# ---------------------------------------------------------------- 10. reconfigure
+
+def test_reconfigure_adds_a_partition_without_killing_jobs(env):
+    docs = contract_documents()
+    cluster = next(d for d in docs if d["kind"] == "SlurmCluster")
+    cluster["spec"]["partitions"].append({"name": "all", "nodeSets": ["h100", "cpu"]})
+    model, node_sets = load(docs)
+    configs = render_config_files(model, list(node_sets.values()), PLACEMENTS)
+    assert "PartitionName=all Nodes=h100,cpu" in configs["slurm.conf"]
+
+    job = env.sbatch("-A vision -p cpu -o /dev/null --wrap 'sleep 15'")
+    env.wait_state(job, "RUNNING")
+    assert env.sh("sinfo -h -p all", check=False).stdout.strip() == ""
+    for name, text in configs.items():
+        env.c.run(env.ctld, f"cat > /etc/slurm/{name}", input=text)
+    env.ctl.reconfigure()
+    env.wait_for(lambda: env.ctl.ping(), 30, "slurmctld to answer after reconfigure")
+    env.wait_for(lambda: sorted(env.sh("sinfo -h -N -p all -o %N", check=False).stdout.split())
+                 == sorted(H100 + CPU), 30, "partition all with every node")
+    assert env.job_field(job, "JobState") == "RUNNING"
+    env.wait_for(lambda: env.job_field(job, "JobState") == "COMPLETED", 60, f"job {job} to complete")
+    env.wait_sacct_state(job, "COMPLETED")
+    out = env.sh("srun -A vision -p all -N4 hostname").stdout.split()
+    assert sorted(out) == sorted(H100 + CPU)
+    # Every daemon took the new files without a restart: the login host's sackd
+    # re-executed itself in place (same process) and cached the new slurm.conf, and
+    # each slurmd still answers (its re-executed self found its config cache).
+    assert env.c.daemons["sackd"].proc.poll() is None, env.c.logs("sackd")
+    assert "PartitionName=all" in env.c.run(LOGIN, "cat /run/slurm/conf/slurm.conf").stdout
+    assert "execv() failed" not in env.c.logs("sackd")
+    for name in H100 + CPU:
+        assert env.c.daemons[name].proc.poll() is None, env.c.logs(name)
