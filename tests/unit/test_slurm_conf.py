@@ -73,7 +73,7 @@ def test_accounting_on_points_at_the_slurmdbd_service():
     got = settings(render())
     assert got["AccountingStorageType"] == ["accounting_storage/slurmdbd"]
     assert got["AccountingStorageHost"] == ["research-accounting"]
-    assert got["AccountingStorageTRES"] == ["gres/gpu"]
+    assert got["AccountingStorageTRES"] == ["gres/gpu,gres/gpu:h100"]
 
 
 def test_node_sets_and_partitions():

@@ -275,4 +275,7 @@ class SlurmClusterStatus(KubeModel):
     controller_endpoint: str | None = Field(default=None, description="host:port of slurmctld inside the cluster.")
     applied_config_hash: str | None = Field(default=None, description="Hash of the configuration slurmctld and slurmd run.")
     applied_accounts_hash: str | None = Field(default=None, description="Hash of spec.accounts as last applied with sacctmgr.")
+    topology_nodes_hash: str | None = Field(
+        default=None, description="Hash of the Slurm nodes registered when topology.conf was last reloaded."
+    )
 

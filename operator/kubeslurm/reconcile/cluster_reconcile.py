@@ -73,6 +73,7 @@ class Run:
     controller_pod: dict | None = None
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None
+    topology_nodes_hash: str | None = None
 
 
 def _selector(cluster_name: str) -> str:
@@ -208,10 +209,23 @@ class ClusterReconciler:
                 busy = ", ".join(f"{n} (jobs {','.join(j)})" for n, j in sorted(state.plan.waiting_for_jobs.items()))
                 run.progressing.append(f"NodeSet {name}: scale-down waits for jobs on {busy}")
 
+    def placements(self, run: Run) -> dict[str, dict[str, str]]:
+        """Slurm node -> labels of the Kubernetes node under its pod (topology.conf); empty without topology."""
+        if run.cluster.spec.topology is None:
+            return {}
+        pods = self.api.list(kinds.POD, run.cluster.metadata.namespace, _selector(run.cluster.metadata.name) + ",app.kubernetes.io/component=slurmd")
+        placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
+        if not placed:
+            return {}
+        labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in self.api.list(kinds.NODE, None)}
+        return {pod: labels.get(node, {}) for pod, node in sorted(placed.items())}
+
     def render(self, run: Run) -> None:
         usable = [s.model for s in run.node_sets if s.model is not None]
         try:
-            run.desired = cluster_objects(run.cluster, usable, database_password=run.database_password)
+            run.desired = cluster_objects(
+                run.cluster, usable, database_password=run.database_password, placements=self.placements(run)
+            )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None
         for state in run.node_sets:
@@ -289,6 +303,7 @@ class ClusterReconciler:
                     run.slurm.reconfigure()
                     self.events.normal(run.raw, "Reconfigured", "scontrol reconfigure: slurmctld and slurmd run the new configuration")
                 run.applied_config_hash = wanted_hash
+        self.refresh_topology(run, status)
         pods = self.api.list(kinds.POD, cluster.metadata.namespace, _selector(cluster.metadata.name) + ",app.kubernetes.io/component=slurmd")
         self.label_busy_pods(pods, run.slurm_nodes or {})
         k8s_nodes = {n["metadata"]["name"]: n for n in self.api.list(kinds.NODE, None)} if pods else {}
@@ -306,6 +321,17 @@ class ClusterReconciler:
             run.slurm.delete_nodes(plan.delete)
             if plan.drain:
                 self.events.normal(state.raw, "ScaleDownDraining", f"drained {', '.join(plan.drain)} before removing them")
+
+    def refresh_topology(self, run: Run, status: dict) -> None:
+        """slurmctld resolves topology.conf's node names only at (re)configure time, and dynamic
+        nodes register after that: without a reconfigure once they are there, multi-node jobs
+        are refused ("Requested topology configuration is not available")."""
+        if run.cluster.spec.topology is None or not run.slurm_nodes:
+            return
+        registered = hashlib.sha256(",".join(sorted(run.slurm_nodes)).encode()).hexdigest()[:16]
+        if status.get("topologyNodesHash") != registered:
+            run.slurm.reconfigure()
+        run.topology_nodes_hash = registered
 
     def label_busy_pods(self, pods: list[dict], slurm_nodes: dict) -> None:
         """Keep the running-jobs label true exactly on pods whose Slurm node runs a job (the PDB protects those)."""
@@ -346,8 +372,10 @@ class ClusterReconciler:
             status["appliedConfigHash"] = run.applied_config_hash or old.get("appliedConfigHash")
             if run.cluster.spec.accounting.enabled:
                 status["appliedAccountsHash"] = accounts_hash(run.cluster)
+            if run.topology_nodes_hash:
+                status["topologyNodesHash"] = run.topology_nodes_hash
         else:
-            for key in ("appliedConfigHash", "appliedAccountsHash"):
+            for key in ("appliedConfigHash", "appliedAccountsHash", "topologyNodesHash"):
                 if key in old:
                     status[key] = old[key]
         broken = [s for s in run.node_sets if s.error]

@@ -162,6 +162,9 @@ def render_slurm_conf(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
         tunables["PreemptMode"] = "OFF"
     if spec.accounting.enabled:
         tunables.update(ACCOUNTING_TUNABLES)
+        # sacct reports GPU-hours per GPU type only for types listed here.
+        gpu_types = sorted({ns.spec.gpus.type for ns in node_sets if ns.spec.gpus and ns.spec.gpus.type})
+        tunables["AccountingStorageTRES"] = ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in gpu_types)])
     constrain = spec.slurm.constrain_with_cgroups
     return render_template(
         "slurm.conf.j2",
