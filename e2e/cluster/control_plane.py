@@ -75,9 +75,11 @@ def pinned_kubernetes_version() -> str:
     """The k8s.io/kubernetes version pinned in e2e/kubernetes/go.mod, e.g. 'v1.30.14'."""
     for line in (REPO / "e2e" / "kubernetes" / "go.mod").read_text().splitlines():
         parts = line.split()
-        if parts[:2] == ["require", "k8s.io/kubernetes"]:
-            return parts[2]
-    raise ControlPlaneError("no 'require k8s.io/kubernetes vX.Y.Z' line in e2e/kubernetes/go.mod")
+        if parts[:1] == ["require"]:
+            parts = parts[1:]
+        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes" and parts[1].startswith("v"):
+            return parts[1]
+    raise ControlPlaneError("no k8s.io/kubernetes requirement in e2e/kubernetes/go.mod")
 
 
 def build_kubernetes_binaries(*names: str, stream_output: bool = True) -> Path:
@@ -334,15 +336,13 @@ class ControlPlane:
 
     def _write_pki(self) -> None:
         self.pki.mkdir(mode=0o700)
-        ca_key, ca_crt = self.pki / "ca.key", self.pki / "ca.crt"
-        _openssl(
-            "req", "-x509", "-new", "-nodes", "-newkey", "ec",
-            "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-keyout", ca_key, "-out", ca_crt, "-days", "3650",
-            "-subj", "/CN=kubeslurm-test-ca",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-        )
+        self._make_ca("ca", "/CN=kubeslurm-test-ca")
+        # The aggregation layer's own CA, as kubeadm does: the API server proxies
+        # to aggregated API servers (metrics-server...) with a client certificate
+        # they trust only for X-Remote-User headers. Without it the
+        # controller-manager also logs "missing content for CA bundle" errors.
+        self._make_ca("front-proxy-ca", "/CN=kubeslurm-test-front-proxy-ca")
+        self._sign("front-proxy-client", "/CN=front-proxy-client", "clientAuth", ca="front-proxy-ca")
         service_ip = str(next(ipaddress.ip_network(self.service_cluster_ip_range).hosts()))
         sans = [
             "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default",
@@ -364,7 +364,19 @@ class ControlPlane:
         _openssl("genrsa", "-out", self.pki / "sa.key", "2048")
         _openssl("rsa", "-in", self.pki / "sa.key", "-pubout", "-out", self.pki / "sa.pub")
 
-    def _sign(self, name: str, subject: str, usage: str, sans: str | None = None) -> None:
+    def _make_ca(self, name: str, subject: str) -> None:
+        _openssl(
+            "req", "-x509", "-new", "-nodes", "-newkey", "ec",
+            "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-keyout", self.pki / f"{name}.key", "-out", self.pki / f"{name}.crt",
+            "-days", "3650", "-subj", subject,
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        )
+
+    def _sign(
+        self, name: str, subject: str, usage: str, sans: str | None = None, ca: str = "ca"
+    ) -> None:
         key, csr, crt = (self.pki / f"{name}.{ext}" for ext in ("key", "csr", "crt"))
         ext = self.pki / f"{name}.ext"
         lines = [
@@ -381,8 +393,8 @@ class ControlPlane:
             "-keyout", key, "-out", csr, "-subj", subject,
         )
         _openssl(
-            "x509", "-req", "-in", csr, "-CA", self.pki / "ca.crt",
-            "-CAkey", self.pki / "ca.key", "-CAcreateserial", "-out", crt,
+            "x509", "-req", "-in", csr, "-CA", self.pki / f"{ca}.crt",
+            "-CAkey", self.pki / f"{ca}.key", "-CAcreateserial", "-out", crt,
             "-days", "3650", "-sha256", "-extfile", ext,
         )
         csr.unlink()
@@ -477,13 +489,19 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
             f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log_path}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",
-            "--audit-log-maxbackup=0",
             "--profiling=false",
             "--v=1",
         ]

@@ -20,9 +20,11 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "$here/go.mod")
+# Both `require k8s.io/kubernetes vX` and a line inside a require ( ... ) block.
+version=$(awk '$1 == "require" { $0 = substr($0, index($0, $2)) }
+               $1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$here/go.mod")
 if [[ ! $version =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]]; then
-  echo "build.sh: cannot find 'require k8s.io/kubernetes vX.Y.Z' in $here/go.mod" >&2
+  echo "build.sh: cannot find the k8s.io/kubernetes requirement in $here/go.mod" >&2
   exit 1
 fi
 major=${BASH_REMATCH[1]}
@@ -69,25 +71,25 @@ flock 9
 # Upstream's hack/lib/version.sh sets these; kube-apiserver serves gitVersion in
 # /version and discovery, so `kubectl version` reports the pinned release.
 # gitCommit is unknown here (the module proxy serves no commit hash), so it is
-# left empty, as upstream does when it has none. buildDate is the release's
-# commit time from the proxy, which keeps builds reproducible.
+# set empty rather than left at its "$Format:%H$" placeholder. buildDate is the
+# release's commit time from the proxy, which keeps builds reproducible.
 build_date=$(GOTOOLCHAIN=local "$go" -C "$here" list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)
 : "${build_date:=1970-01-01T00:00:00Z}"
 ldflags="-s -w"
 for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   ldflags+=" -X '$pkg.gitVersion=$version' -X '$pkg.gitMajor=$major' -X '$pkg.gitMinor=$minor'"
-  ldflags+=" -X '$pkg.buildDate=$build_date'"
+  ldflags+=" -X '$pkg.buildDate=$build_date' -X '$pkg.gitCommit=' -X '$pkg.gitTreeState='"
 done
 
 for name in "${missing[@]}"; do
   [[ -x $bin/$name ]] && continue # built by someone holding the lock before us
+  pkg=k8s.io/kubernetes/cmd/$name
+  [[ $name == etcd ]] && pkg=./cmd/etcd
   # Upstream links everything statically except the kubelet (cgo for its
   # cadvisor/selinux bits) and builds with the same tags.
   cgo=0
   [[ $name == kubelet ]] && cgo=${CGO_ENABLED:-1}
-  pkg=k8s.io/kubernetes/cmd/$name
-  [[ $name == etcd ]] && pkg=./cmd/etcd
-  echo "build.sh: building $name $version into $bin (a cold build takes minutes)" >&2
+  echo "build.sh: building $name ($pkg, kubernetes $version) into $bin; a cold build takes minutes" >&2
   start=$SECONDS
   (
     cd "$here"

@@ -16,6 +16,9 @@
 // all served (1.33.13 is the next complete one). To move: change the versions
 // here, run , and set KUBE_VERSION in build.sh.
 //
+// etcd comes from here too (cmd/etcd): go.etcd.io/etcd/server/v3 at the version
+// k8s.io/kubernetes itself requires, i.e. the etcd its integration tests embed.
+//
 // The go line stays at upstream's so the GODEBUG defaults match what upstream
 // release binaries were built with.
 module kubeslurm.local/e2e/kubernetes

@@ -34,8 +34,14 @@ def as_yaml(docs) -> str:
 @pytest.fixture(scope="module")
 def crds_installed(control_plane):
     control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+
+    def established(crd):
+        # polled: `kubectl wait` errors out at once while status.conditions is still null
+        obj = get(control_plane, "crd", crd, "default")
+        return condition(obj, "Established") and condition(obj, "Established")["status"] == "True"
+
     for crd in ("slurmclusters.kubeslurm.io", "nodesets.kubeslurm.io"):
-        control_plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        eventually(lambda: established(crd), timeout=60, what=f"{crd} Established")
     return control_plane
 
 
