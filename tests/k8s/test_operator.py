@@ -85,6 +85,11 @@ def wait_for_objects(cp, namespace):
     eventually(all_there, timeout=90, what="the StatefulSets of research")
 
 
+def test_operator_deployment_manifest_is_accepted(operator, control_plane):
+    result = control_plane.kubectl("apply", "--dry-run=server", "-f", str(REPO / "deploy" / "operator.yaml"))
+    assert "deployment.apps/kubeslurm-operator created (server dry run)" in result.stdout
+
+
 def test_crds_install_and_print_columns(crds_installed):
     out = crds_installed.kubectl("get", "crd", "slurmclusters.kubeslurm.io", "-o", "json").stdout
     crd = json.loads(out)
