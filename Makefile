@@ -6,17 +6,17 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 export KUBESLURM_CACHE ?= $(HOME)/.cache/kubeslurm
 
-.PHONY: venv test test-unit test-slurm test-k8s crds docs bench demo
+.PHONY: venv test test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench demo
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,cluster]'
 	touch $@
 
 ## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run
-test: test-unit test-slurm test-k8s
+test: test-unit test-slurm test-k8s test-helm
 
 ## tier 1: models, CRDs, renderers (seconds)
 test-unit: venv
@@ -30,9 +30,48 @@ test-slurm: venv
 test-k8s: venv
 	$(PYTEST) -m k8s tests/k8s
 
-## regenerate crds/ from the models (a unit test fails when they drift)
+## tier 4: the local Kubernetes cluster (root): pods, fake GPUs, Service DNS, PVCs, StatefulSets.
+## Uses a cluster that `make cluster-up` started (and leaves it); otherwise starts one and tears it down.
+test-cluster: venv cluster-deps
+	$(PYTEST) -m cluster tests/cluster
+
+.PHONY: test-cluster cluster-up cluster-down cluster-status cluster-deps
+## a local Kubernetes cluster on this machine (root); prints the kubeconfig path. Idempotent.
+cluster-up: venv cluster-deps
+	$(PY) -m e2e.cluster up
+
+## stop it: no process, mount, namespace, bridge or iptables rule of it stays
+cluster-down: venv
+	$(PY) -m e2e.cluster down
+
+## kubeconfig path, daemons with their memory, nodes and pods
+cluster-status: venv
+	$(PY) -m e2e.cluster status
+
+## the Debian packages the local cluster runs (containerd, runc, CNI plugins, ...)
+cluster-deps:
+	bash e2e/cluster/install-deps.sh
+
+## the helm charts: lint, render, bad values refused, install/upgrade/uninstall against the tier-3 API server
+test-helm: venv
+	$(PYTEST) -m helm tests/helm
+
+## container images without Docker: docker-archive tars in $(KUBESLURM_CACHE)/images (root; cached by content)
+images:
+	$(PYTHON) images/build.py
+
+## import the image tars into containerd (CONTAINERD_ADDRESS=/run/containerd/containerd.sock by default)
+load-images: images
+	bash images/load.sh $(if $(CONTAINERD_ADDRESS),--address $(CONTAINERD_ADDRESS))
+
+## the images: structure, no secrets, Slurm/MariaDB/operator run from them in a chroot, containerd import + run (root)
+test-images: venv
+	$(PYTEST) -m images tests/images
+
+## regenerate crds/ from the models (a unit test fails when they drift), and the charts' copies
 crds: venv
 	$(PY) -m kubeslurm.cli crds --output-dir crds
+	$(PY) charts/sync_from_crds.py
 	$(PY) -m kubeslurm.cli api-reference --output docs/api.md
 
 ## docs/api.md is regenerated with the CRDs

@@ -1,0 +1,64 @@
+"""Fixtures shared by the tiers that need a real API server (tests/k8s, tests/helm).
+
+They live here, not in tests/k8s/conftest.py, so that one pytest session running both
+tiers starts one control plane: a session fixture defined in two conftest files would be two
+fixtures, and the second start would sweep the first one's daemons (cleanup_leftovers).
+
+`control_plane` is one etcd + kube-apiserver + kube-controller-manager per test session,
+upstream binaries at the version pinned in e2e/kubernetes/go.mod. The first run builds the
+binaries from the Go module proxy (many minutes on 2 cores, progress on the terminal); later
+runs reuse them from ${KUBESLURM_CACHE:-~/.cache/kubeslurm}/kubernetes/<version>/bin.
+KUBESLURM_K8S_KEEP_WORKDIR=1 keeps the certificates, logs and audit log of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import uuid
+
+import pytest
+
+
+@contextlib.contextmanager
+def output_shown(config: pytest.Config):
+    # A cold build runs for minutes: show its progress instead of swallowing it.
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is None:
+        yield
+        return
+    with capman.global_and_fixture_disabled():
+        yield
+
+
+@pytest.fixture(scope="session")
+def k8s_bin_dir(pytestconfig):
+    # Imported here so that the unit tier does not depend on the control plane module.
+    from e2e.cluster.control_plane import build_kubernetes_binaries
+
+    with output_shown(pytestconfig):
+        return build_kubernetes_binaries()
+
+
+@pytest.fixture(scope="session")
+def control_plane(k8s_bin_dir):
+    from e2e.cluster.control_plane import STATE_DIR, ControlPlane, cleanup_leftovers
+
+    cleanup_leftovers()
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="run-", dir=STATE_DIR)
+    cp = ControlPlane(workdir, k8s_bin_dir)
+    try:
+        cp.start()
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+def namespace(control_plane):
+    """A fresh namespace for one test, deleted afterwards (without waiting)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    control_plane.kubectl("create", "namespace", name)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
