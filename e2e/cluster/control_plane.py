@@ -2,8 +2,9 @@
 kube-controller-manager, upstream binaries at the version pinned in
 e2e/kubernetes/go.mod (built by e2e/kubernetes/build.sh).
 
-There is no scheduler and no kubelet: pods are created and stay Pending. What
-works is everything the API server and the controllers do on their own --
+There is no kubelet here (and no kube-scheduler unless scheduler=True): pods are
+created and stay Pending. What works is everything the API server and the
+controllers do on their own --
 validation, admission, RBAC, server-side apply, CRDs, garbage collection,
 Deployments -> ReplicaSets -> Pods, StatefulSets -> Pods, service account
 tokens -- which is what an operator talks to.
@@ -15,6 +16,12 @@ tokens -- which is what an operator talks to.
 TLS is real (one CA signs everything, generated with the openssl CLI), the
 API server authorizes with Node,RBAC, and writes are audit-logged so a test can
 count the API writes a component made (`audit_writes`).
+
+The local cluster (e2e/cluster/local_cluster.py) builds on this class: it binds
+the API server to a node-network address, adds kube-scheduler, asks for
+certificates of kubelets and kube-proxies (`sign_client_cert`,
+`sign_serving_cert`, `write_kubeconfig`) and starts the daemons detached so
+they outlive `make cluster-up`.
 """
 
 from __future__ import annotations
@@ -137,7 +144,18 @@ class ControlPlane:
         extra_apiserver_args: list[str] | None = None,
         extra_controller_manager_args: list[str] | None = None,
         keep_workdir: bool | None = None,
+        bind_address: str = "127.0.0.1",
+        apiserver_port: int = 0,
+        scheduler: bool = False,
+        detach: bool = False,
+        state_dir: Path | str | None = None,
     ):
+        """bind_address/apiserver_port: where kube-apiserver listens (port 0: a free
+        one). scheduler: also run kube-scheduler. detach: the daemons do not die
+        with this process (the default ties them to it, for tests); whoever
+        detaches stops them later by the PIDs in the state file. state_dir: where
+        that state file goes (default STATE_DIR, which cleanup_leftovers() sweeps).
+        """
         self.workdir = Path(workdir).resolve()
         self.bin_dir = Path(bin_dir) if bin_dir else None
         self.service_cluster_ip_range = service_cluster_ip_range
@@ -148,22 +166,37 @@ class ControlPlane:
         if keep_workdir is None:
             keep_workdir = os.environ.get("KUBESLURM_K8S_KEEP_WORKDIR") == "1"
         self.keep_workdir = keep_workdir
+        self.bind_address = bind_address
+        self.scheduler = scheduler
+        self.detach = detach
+        self.state_dir = Path(state_dir) if state_dir else STATE_DIR
 
         self.pki = self.workdir / "pki"
         self.logs = self.workdir / "logs"
         self.audit_log_path = self.logs / "audit.log"
         self.kubeconfig_path = self.workdir / "admin.kubeconfig"
         self.etcd_port = 0
-        self.apiserver_port = 0
+        self.apiserver_port = apiserver_port
         self.controller_manager_port = 0
+        self.scheduler_port = 0
         self._procs: list[_Proc] = []
         self._state_file: Path | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
     @property
+    def api_host(self) -> str:
+        """The address clients on this host use to reach the API server."""
+        return "127.0.0.1" if self.bind_address in ("0.0.0.0", "::") else self.bind_address
+
+    @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.api_host}:{self.apiserver_port}"
+
+    @property
+    def state_file(self) -> Path | None:
+        """The JSON record of the running daemons' PIDs (None when stopped)."""
+        return self._state_file
 
     def __enter__(self) -> "ControlPlane":
         self.start()
@@ -175,7 +208,7 @@ class ControlPlane:
     def start(self) -> None:
         if self.bin_dir is None:
             self.bin_dir = build_kubernetes_binaries()
-        for name in DEFAULT_BINARIES:
+        for name in DEFAULT_BINARIES + (("kube-scheduler",) if self.scheduler else ()):
             if not os.access(self.bin_dir / name, os.X_OK):
                 raise ControlPlaneError(
                     f"{self.bin_dir / name} is missing: run {BUILD_SCRIPT}"
@@ -184,18 +217,21 @@ class ControlPlane:
             raise ControlPlaneError(f"workdir {self.workdir} is not empty")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir()
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        self._state_file = STATE_DIR / f"control-plane-{os.getpid()}-{id(self):x}.json"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._state_file = self.state_dir / f"control-plane-{os.getpid()}-{id(self):x}.json"
         try:
             self.etcd_port = free_port()
-            self.apiserver_port = free_port()
+            self.apiserver_port = self.apiserver_port or free_port()
             self.controller_manager_port = free_port()
+            self.scheduler_port = free_port()
             self._write_pki()
             self._write_kubeconfigs()
             (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
             self._start_etcd()
             self._start_apiserver()
             self._start_controller_manager()
+            if self.scheduler:
+                self._start_scheduler()
             self._wait_until_usable()
         except BaseException:
             self.stop()
@@ -332,6 +368,22 @@ class ControlPlane:
             events.append(event)
         return events
 
+    def sign_client_cert(self, name: str, user: str, groups: tuple[str, ...] = ()) -> None:
+        """pki/NAME.{crt,key}: a client certificate for `user` in `groups`, signed by the CA."""
+        subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+        self._sign(name, subject, "clientAuth")
+
+    def sign_serving_cert(self, name: str, common_name: str, sans: list[str]) -> None:
+        """pki/NAME.{crt,key}: a serving certificate (e.g. a kubelet's), sans like 'IP:10.0.0.1'."""
+        self._sign(name, f"/CN={common_name}", "serverAuth", ",".join(sans))
+
+    def write_kubeconfig(self, path: Path | str, cert: str, user: str, server: str | None = None) -> Path:
+        """A kubeconfig authenticating with pki/CERT.{crt,key} (see sign_client_cert)."""
+        path = Path(path)
+        path.write_text(_kubeconfig(server or self.server, self._ca_data(), user, self._cert_user(cert)))
+        path.chmod(0o600)
+        return path
+
     # -- internals -------------------------------------------------------------
 
     def _write_pki(self) -> None:
@@ -355,6 +407,8 @@ class ControlPlane:
         self._sign(
             "controller-manager", "/CN=system:kube-controller-manager", "clientAuth"
         )
+        if self.scheduler:
+            self._sign("scheduler", "/CN=system:kube-scheduler", "clientAuth")
         # For kubelets (the later, full-cluster tier): logs, exec, port-forward.
         self._sign(
             "apiserver-kubelet-client",
@@ -418,6 +472,8 @@ class ControlPlane:
         ):
             path.write_text(_kubeconfig(self.server, self._ca_data(), user, self._cert_user(cert)))
             path.chmod(0o600)
+        if self.scheduler:
+            self.write_kubeconfig(self.workdir / "scheduler.kubeconfig", "scheduler", "system:kube-scheduler")
 
     def _spawn(self, name: str, args: list[str]) -> _Proc:
         log = self.logs / f"{name}.log"
@@ -429,7 +485,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=None if self.detach else _die_with_parent,
             )
         proc = _Proc(name, popen, log)
         self._procs.append(proc)
@@ -475,7 +531,7 @@ class ControlPlane:
         pki = self.pki
         args = [
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={self.bind_address}",
             f"--secure-port={self.apiserver_port}",
             f"--advertise-address={self.advertise_address}",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
@@ -551,10 +607,31 @@ class ControlPlane:
             "kube-controller-manager /healthz",
         )
 
+    def _start_scheduler(self) -> None:
+        kubeconfig = self.workdir / "scheduler.kubeconfig"
+        proc = self._spawn(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.scheduler_port}",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._wait(
+            proc,
+            lambda: _http_ok("127.0.0.1", self.scheduler_port, "/healthz", _insecure_tls()),
+            "kube-scheduler /healthz",
+        )
+
     def _wait_until_usable(self) -> None:
         # The ServiceAccount controller creating default/default shows the
         # controller-manager is talking to the API server and its informers run.
-        kcm = self._procs[-1]
+        kcm = next(p for p in self._procs if p.name == "kube-controller-manager")
         self._wait(
             kcm,
             lambda: self._api_ok("/api/v1/namespaces/default/serviceaccounts/default"),
@@ -583,7 +660,7 @@ class ControlPlane:
     def _api_ok(self, path: str) -> bool:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
         ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
-        return _http_ok("127.0.0.1", self.apiserver_port, path, ctx)
+        return _http_ok(self.api_host, self.apiserver_port, path, ctx)
 
 
 # -- leftovers of interrupted runs ----------------------------------------------
