@@ -1,0 +1,154 @@
+#!/bin/sh
+# Entrypoint of localhost/kubeslurm/mariadb: the subset of the official `mariadb`
+# image's entrypoint that kubeslurm's MariaDB StatefulSet relies on (contract:
+# operator/kubeslurm/render/mariadb_statefulset.py).
+#
+#   kubeslurm-mariadb-entrypoint [--mariadbd-option...]   # runs mariadbd with them
+#   kubeslurm-mariadb-entrypoint mariadbd [--option...]   # the same
+#   kubeslurm-mariadb-entrypoint COMMAND...               # runs COMMAND (e.g. sh)
+#
+# On a data directory without a database (an empty PVC; a lost+found is fine) it
+# first initialises one, with networking off, so nothing can connect over TCP
+# before the database and user exist (slurmdbd 24.11 with trixie's libmariadb
+# crashes in _check_mysql_concat_is_sane if it has to create StorageLoc itself):
+#   MARIADB_DATABASE              database to create (optional)
+#   MARIADB_USER, MARIADB_PASSWORD  user created @'%' and @'localhost' with ALL on
+#                                 MARIADB_DATABASE (both or neither)
+#   MARIADB_RANDOM_ROOT_PASSWORD  non-empty: root@localhost gets a random password
+#                                 that is never printed (root can still log in
+#                                 through the socket as the container's OS root)
+#   MARIADB_ROOT_PASSWORD         root@localhost gets this password (plus socket)
+# Without either, root@localhost authenticates by unix socket only. The variables
+# are read only on that first start: an existing database keeps its users.
+#
+# Started as root it takes ownership of the data directory and mariadbd drops to
+# user mysql itself (--user=mysql); started as another user it runs as that user.
+# Options are read with the `--name=value` spelling (--datadir=, --socket=).
+set -eu
+
+log() { printf "kubeslurm-mariadb-entrypoint: %s\n" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+if [ "$#" -eq 0 ] || [ "${1#-}" != "$1" ]; then
+    set -- mariadbd "$@"
+fi
+case "$1" in
+    mariadbd|mysqld|/usr/sbin/mariadbd|/usr/sbin/mysqld) shift ;;
+    *) exec "$@" ;;
+esac
+
+datadir=/var/lib/mysql
+socket=/run/mysqld/mysqld.sock
+for arg in "$@"; do
+    case "$arg" in
+        --datadir=*) datadir=${arg#--datadir=} ;;
+        --socket=*) socket=${arg#--socket=} ;;
+    esac
+done
+
+user_opt=
+root_auth=normal
+if [ "$(id -u)" = 0 ]; then
+    user_opt=--user=mysql
+    root_auth=socket
+    mkdir -p "$datadir" "$(dirname "$socket")"
+    # A fresh PVC is root-owned; files restored from elsewhere may have other owners.
+    chown mysql:mysql "$datadir" "$(dirname "$socket")"
+    find "$datadir" -xdev ! -user mysql -exec chown mysql:mysql {} + 2>/dev/null || true
+fi
+
+# SQL string literal / identifier quoting (the default sql_mode treats \ as escape).
+sql_string() {
+    printf "'%s'" "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/\\\\'/g")"
+}
+sql_ident() {
+    printf '`%s`' "$(printf '%s' "$1" | sed -e 's/`/``/g')"
+}
+
+# printf, not echo: dash's echo would turn the \\ of an escaped password into \.
+line() { printf '%s\n' "$*"; }
+
+bootstrap_sql() {
+    line "SET @@SESSION.SQL_LOG_BIN=0;"
+    # No anonymous users, no root over TCP: only root@localhost and the
+    # mariadb.sys/mysql service accounts of mariadb-install-db remain.
+    line "DELETE FROM mysql.global_priv WHERE User='' OR (User='root' AND Host NOT IN ('localhost'));"
+    if [ -n "${MARIADB_DATABASE:-}" ]; then
+        line "CREATE DATABASE IF NOT EXISTS $(sql_ident "$MARIADB_DATABASE");"
+    fi
+    if [ -n "${MARIADB_USER:-}" ]; then
+        for host in % localhost; do
+            line "CREATE USER $(sql_string "$MARIADB_USER")@'$host' IDENTIFIED BY $(sql_string "$MARIADB_PASSWORD");"
+            if [ -n "${MARIADB_DATABASE:-}" ]; then
+                line "GRANT ALL ON $(sql_ident "$MARIADB_DATABASE").* TO $(sql_string "$MARIADB_USER")@'$host';"
+            fi
+        done
+    fi
+    root_password=
+    if [ -n "${MARIADB_ROOT_PASSWORD:-}" ]; then
+        root_password=$MARIADB_ROOT_PASSWORD
+    elif [ -n "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ]; then
+        root_password=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+    fi
+    if [ -n "$root_password" ]; then
+        line "ALTER USER root@localhost IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD($(sql_string "$root_password"));"
+    elif [ "$root_auth" = normal ]; then
+        # Not root: the bootstrap used an empty root password; lock that door.
+        line "ALTER USER root@localhost IDENTIFIED VIA unix_socket;"
+    fi
+    line "FLUSH PRIVILEGES;"
+}
+
+initialise() {
+    if [ -n "${MARIADB_USER:-}" ] && [ -z "${MARIADB_PASSWORD:-}" ]; then
+        die "MARIADB_USER is set but MARIADB_PASSWORD is empty; set both (or neither)"
+    fi
+    if [ -n "${MARIADB_PASSWORD:-}" ] && [ -z "${MARIADB_USER:-}" ]; then
+        die "MARIADB_PASSWORD is set but MARIADB_USER is empty; set both (or neither)"
+    fi
+    log "initialising a new database in $datadir"
+    : > "$datadir/.kubeslurm-initialising"
+    # --force: do not insist that the host name resolves (it only would name
+    # root@<hostname> and anonymous accounts, which are not wanted anyway).
+    # shellcheck disable=SC2086
+    if ! out=$(mariadb-install-db $user_opt --datadir="$datadir" --force --skip-name-resolve \
+            --auth-root-authentication-method=$root_auth --skip-test-db "$@" 2>&1); then
+        printf "%s\n" "$out" >&2
+        die "mariadb-install-db failed (output above)"
+    fi
+
+    # The bootstrap server listens on the socket only; --skip-networking comes
+    # last so no passed option can turn TCP on early.
+    # shellcheck disable=SC2086
+    mariadbd $user_opt --datadir="$datadir" "$@" --socket="$socket" --skip-networking &
+    pid=$!
+    tries=0
+    until mariadb-admin --socket="$socket" --user=root ping >/dev/null 2>&1; do
+        kill -0 "$pid" 2>/dev/null || die "the bootstrap mariadbd exited (its log is above)"
+        tries=$((tries + 1))
+        [ "$tries" -le 120 ] || { kill "$pid"; die "the bootstrap mariadbd did not answer within 60 s"; }
+        sleep 0.5
+    done
+    if ! bootstrap_sql | mariadb --protocol=socket --socket="$socket" --user=root; then
+        kill "$pid"; wait "$pid" || true
+        die "creating the database and user failed (error above)"
+    fi
+    kill "$pid"
+    wait "$pid" || die "the bootstrap mariadbd did not shut down cleanly"
+    rm -f "$datadir/.kubeslurm-initialising"
+    log "database initialised${MARIADB_DATABASE:+: $MARIADB_DATABASE}${MARIADB_USER:+, user $MARIADB_USER}"
+}
+
+if [ -e "$datadir/.kubeslurm-initialising" ]; then
+    # Nothing can have used a database whose initialisation did not finish: TCP
+    # was off. Start over rather than run half a database.
+    log "a previous initialisation of $datadir did not finish; starting it again"
+    find "$datadir" -mindepth 1 -maxdepth 1 ! -name lost+found ! -name .kubeslurm-initialising \
+        -exec rm -rf {} +
+fi
+if [ ! -d "$datadir/mysql" ]; then
+    initialise "$@"
+fi
+
+# shellcheck disable=SC2086
+exec mariadbd $user_opt --datadir="$datadir" "$@"
