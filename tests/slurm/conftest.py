@@ -9,22 +9,12 @@ ${KUBESLURM_CACHE:-~/.cache/kubeslurm}/rootfs/.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pytest
 
+from tests.conftest import output_shown
 from tests.slurm import harness
-
-
-@contextlib.contextmanager
-def _output_shown(config: pytest.Config):
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is None:
-        yield
-        return
-    with capman.global_and_fixture_disabled():
-        yield
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +22,7 @@ def slurm_rootfs(pytestconfig):
     if os.geteuid() != 0:
         pytest.skip("real-Slurm tests need root: network/mount namespaces, overlayfs, debootstrap")
     harness.cleanup_leftovers()
-    with _output_shown(pytestconfig):
+    with output_shown(pytestconfig):
         return harness.build_rootfs()
 
 
