@@ -51,22 +51,10 @@ if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi
 
-go=${GO:-}
-if [[ -z $go ]]; then
-  if command -v go >/dev/null; then
-    go=$(command -v go)
-  elif [[ -x /usr/local/go/bin/go ]]; then
-    go=/usr/local/go/bin/go
-  else
-    echo "build.sh: no go toolchain found (set GO=/path/to/go or put go on PATH)" >&2
-    exit 1
-  fi
-fi
-
-mkdir -p "$bin"
-# Two test sessions starting at once must not build into each other.
-exec 9>"$bin/.build.lock"
-flock 9
+# shellcheck source=../go-toolchain.sh
+source "$here/../go-toolchain.sh"
+find_go
+lock_bin_dir "$bin"
 
 # Upstream's hack/lib/version.sh sets these; kube-apiserver serves gitVersion in
 # /version and discovery, so `kubectl version` reports the pinned release.
