@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 ## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run
-test: test-unit test-slurm test-k8s test-helm test-images
+test: test-unit test-slurm test-k8s test-helm test-images test-cluster
 
 ## tier 1: models, CRDs, renderers (seconds)
 test-unit: venv

@@ -1,0 +1,1 @@
+"""kubeslurm's fake GPU device plugin (see plugin.py)."""
