@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 export KUBESLURM_CACHE ?= $(HOME)/.cache/kubeslurm
 
-.PHONY: venv test test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench demo
+.PHONY: venv test test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench demo demo-down
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -81,7 +81,11 @@ docs: crds
 bench: venv
 	$(PY) benchmarks/render_bench.py
 
-demo:
-	@echo "make demo arrives with the local Kubernetes cluster (issue 4/5)."
-	@echo "Until then: make venv && .venv/bin/kubeslurm render -f examples/research.yaml"
-	@$(MAKE) -s venv && $(VENV)/bin/kubeslurm render -f examples/research.yaml
+## the whole user story: cluster (yours via KUBECONFIG, else the local one), images, operator,
+## examples/demo.yaml, jobs as alice in the login pod; prints timings and what to try next
+demo: venv
+	$(PY) -m e2e.demo up
+
+## remove what `make demo` made: the SlurmCluster, the operator, and the local cluster if demo started it
+demo-down: venv
+	$(PY) -m e2e.demo down

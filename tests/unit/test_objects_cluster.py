@@ -187,7 +187,9 @@ def test_controller_pod_layout():
     assert "install -o slurm -g slurm -m 0644" in script and "chown slurm:slurm /var/spool/slurmctld" in script
     [slurmctld] = pod["containers"]
     assert slurmctld["command"] == ["slurmctld", "-D", "-i"]
-    assert {m["mountPath"] for m in slurmctld["volumeMounts"]} == {"/etc/slurm", "/var/spool/slurmctld"}
+    # the accounts' users (alice, bob in the contract manifest): /etc/passwd, /etc/group, /home
+    assert {m["mountPath"] for m in slurmctld["volumeMounts"]} == {
+        "/etc/slurm", "/var/spool/slurmctld", "/etc/passwd", "/etc/group", "/home"}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["slurm-config"]["configMap"]["name"] == "research-slurm-config"
     assert volumes["slurm-key"]["secret"]["secretName"] == "research-auth-key"
@@ -286,3 +288,59 @@ def test_conf_server_lists_every_controller():
 def test_a_cluster_without_a_login_spec_gets_one_login_pod():
     login = find(everything(set_path(CLUSTER, "spec.login", DELETE)), "StatefulSet", "research-login")
     assert login["spec"]["replicas"] == 1
+
+
+# The accounts' Unix users exist in every Slurm pod with the same uid.
+SLURM_STATEFULSETS = ["research-controller", "research-accounting", "research-login", "h100", "cpu"]
+
+
+def test_account_users_exist_in_every_slurm_pod_with_stable_uids():
+    objects = everything()
+    scripts = {}
+    for name in SLURM_STATEFULSETS:
+        pod = find(objects, "StatefulSet", name)["spec"]["template"]["spec"]
+        [init] = pod["initContainers"]
+        scripts[name] = init["command"][-1]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["unix-users"] == {"name": "unix-users", "emptyDir": {}}
+        assert volumes["home"] == {"name": "home", "emptyDir": {}}
+        assert {"name": "unix-users", "mountPath": "/etc/kubeslurm-users"} in init["volumeMounts"]
+        daemon = pod["containers"][0]
+        assert {"name": "unix-users", "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True} in daemon["volumeMounts"]
+        assert {"name": "unix-users", "mountPath": "/etc/group", "subPath": "group", "readOnly": True} in daemon["volumeMounts"]
+    from kubeslurm.render.slurm_pod import account_users
+    cluster, *_ = load_with_uids(CLUSTER)
+    users = account_users(cluster)
+    assert list(users) == ["alice", "bob"]
+    for name, script in scripts.items():
+        for user, uid in users.items():
+            assert f"getent passwd {user} >/dev/null ||" in script, name
+            assert f"{user}:x:{uid}:{uid}:kubeslurm account user:/home/{user}:/bin/bash" in script, name
+
+
+def test_a_user_keeps_its_uid_when_others_come_and_go():
+    from kubeslurm.render.slurm_pod import FIRST_UID, UID_SLOTS, account_users
+    cluster, *_ = load_with_uids(CLUSTER)
+    more, *_ = load_with_uids(set_path(CLUSTER, "spec.accounts", [
+        {"name": "vision", "users": ["alice", "carol", "dave"]}, {"name": "nlp", "users": ["erin"]}]))
+    assert account_users(cluster)["alice"] == account_users(more)["alice"]
+    assert all(FIRST_UID <= uid < FIRST_UID + UID_SLOTS for uid in account_users(more).values())
+    assert len(set(account_users(more).values())) == 4
+
+
+def test_no_account_users_no_user_volumes():
+    objects = everything(set_path(CLUSTER, "spec.accounts", []))
+    pod = find(objects, "StatefulSet", "research-login")["spec"]["template"]["spec"]
+    assert "unix-users" not in {v["name"] for v in pod["volumes"]}
+    assert "/etc/passwd" not in {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert "getent" not in pod["initContainers"][0]["command"][-1]
+
+
+def test_slurmdbd_starts_only_once_the_database_accepts_connections():
+    objects = everything()
+    pod = find(objects, "StatefulSet", "research-accounting")["spec"]["template"]["spec"]
+    script = pod["initContainers"][0]["command"][-1]
+    assert "until timeout 3 bash -c '</dev/tcp/research-mariadb/3306'" in script
+    # the key and slurmdbd.conf are installed first; the wait ends the script
+    assert script.index("/etc/slurm-key/slurm.key") < script.index("/dev/tcp")
+    assert script.rstrip().endswith("done")

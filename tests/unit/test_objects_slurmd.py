@@ -105,7 +105,7 @@ def test_slurmd_pods_get_the_key_but_no_config_and_no_config_hash():
     assert volumes["slurm-key"]["secret"]["secretName"] == "research-auth-key"
     assert not any("configMap" in v for v in volumes.values())
     mounts = {m["mountPath"] for m in container(template)["volumeMounts"]}
-    assert mounts == {"/etc/slurm", "/var/spool/slurmd", "/run/slurm", "/dev/shm"}
+    assert mounts == {"/etc/slurm", "/var/spool/slurmd", "/run/slurm", "/dev/shm", "/etc/passwd", "/etc/group", "/home"}
     probe = container(template)["readinessProbe"]["exec"]["command"]
     assert probe == ["scontrol", "show", "slurmd"]
     assert "livenessProbe" not in container(template)
@@ -148,9 +148,9 @@ SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
         ({"spec": {"volumes": [{"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}}],
                    "containers": [{"name": "slurmd", "volumeMounts": [{"name": "datasets", "mountPath": "/datasets"}]}]}},
          lambda t: t["spec"]["volumes"][-1]["name"] == "datasets"
-         and len(t["spec"]["volumes"]) == 6
+         and len(t["spec"]["volumes"]) == 8
          and {"name": "datasets", "mountPath": "/datasets"} in container(t)["volumeMounts"]
-         and len(container(t)["volumeMounts"]) == 5),
+         and len(container(t)["volumeMounts"]) == 8),
         ({"spec": {"containers": [{"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]}},
          lambda t: [e["name"] for e in container(t)["env"]] == ["POD_NAME", "NCCL_DEBUG"]),
         ({"spec": {"priorityClassName": "hpc", "hostNetwork": True}},

@@ -3,25 +3,47 @@
 Pod layout:
 - init `install-config`: copies slurmdbd.conf (mode 0600, owner slurm: slurmdbd
   refuses a config others can read) from its Secret and the key into /etc/slurm.
+  It then waits until the database host resolves and accepts TCP connections, so
+  slurmdbd's first connection finds an initialised server: the internal database's
+  headless Service resolves only once MariaDB is Ready. (Open issue, seen in `make demo`:
+  the very first slurmdbd on a fresh database sometimes never listens -- it has created
+  the global tables, the main thread waits in pthread_join, SIGTERM is ignored -- with or
+  without this wait; a restarted slurmdbd comes up at once.)
 - `slurmdbd -D`: foreground; it drops from root to SlurmUser itself.
 
 The pod template carries the hash of slurmdbd.conf, so a new database host or
 password rolls slurmdbd. While it restarts slurmctld queues the records it sends.
 """
 
+import shlex
+
 from ..api import SlurmCluster
 from . import labels, naming, pods, slurm_pod
 from .config_hash import CONFIG_HASH_ANNOTATION, config_hash
 from .secrets import SLURMDBD_CONF_FILE
+from .slurmdbd_conf import database_connection
 from .stateful_set import stateful_set
 
 TERMINATION_GRACE_SECONDS = 60
+
+
+def wait_for_database_lines(host: str, port: int) -> list[str]:
+    """Shell lines that return once host:port accepts a TCP connection (bash: /dev/tcp)."""
+    target = shlex.quote(f"</dev/tcp/{host}/{port}")
+    return [
+        "tries=0",
+        f"until timeout 3 bash -c {target} 2>/dev/null; do",
+        f'  [ $((tries % 15)) -eq 0 ] && echo "waiting for the accounting database {host}:{port} to accept connections"',
+        "  tries=$((tries + 1)); sleep 2",
+        "done",
+    ]
 
 
 def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
     name = cluster.metadata.name
     statefulset = naming.accounting_statefulset(name)
     pod_labels = labels.object_labels(name, labels.ACCOUNTING)
+    db = database_connection(cluster)
     slurmdbd = {
         "name": "slurmdbd",
         **slurm_pod.image_fields(cluster),
@@ -30,15 +52,17 @@ def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
         # slurmdbd listens only after it has connected to the database.
         "readinessProbe": pods.tcp_readiness(naming.SLURMDBD_PORT),
         "securityContext": {"runAsUser": 0},
-        "volumeMounts": [slurm_pod.slurm_etc_mount()],
+        "volumeMounts": [slurm_pod.slurm_etc_mount(), *slurm_pod.user_mounts(cluster)],
     }
     spec = pods.pod_spec(
-        init_containers=[slurm_pod.install_config_container(cluster, config_mode="0600")],
+        init_containers=[slurm_pod.install_config_container(
+            cluster, config_mode="0600", prepare=wait_for_database_lines(db.host, db.port))],
         containers=[slurmdbd],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
             slurm_pod.secret_config_volume(naming.slurmdbd_secret(name)),
             slurm_pod.key_volume(cluster),
+            *slurm_pod.user_volumes(cluster),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )

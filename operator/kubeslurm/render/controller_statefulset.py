@@ -45,7 +45,7 @@ def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str])
         # probe: a busy slurmctld still accepts connections, a dead one exits.
         "readinessProbe": pods.tcp_readiness(naming.SLURMCTLD_PORT),
         "securityContext": {"runAsUser": 0},
-        "volumeMounts": [slurm_pod.slurm_etc_mount(), state_mount],
+        "volumeMounts": [slurm_pod.slurm_etc_mount(), state_mount, *slurm_pod.user_mounts(cluster)],
     }
     spec = pods.pod_spec(
         init_containers=[init],
@@ -55,6 +55,7 @@ def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str])
             slurm_pod.config_map_volume(naming.config_map(name)),
             slurm_pod.key_volume(cluster),
             {"name": STATE_VOLUME, "persistentVolumeClaim": {"claimName": naming.controller_state_claim(name)}},
+            *slurm_pod.user_volumes(cluster),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )

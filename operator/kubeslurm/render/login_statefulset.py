@@ -38,6 +38,7 @@ def login_stateful_set(cluster: SlurmCluster) -> dict:
         "volumeMounts": [
             slurm_pod.slurm_etc_mount(),
             {"name": slurm_pod.SLURM_RUN_VOLUME, "mountPath": slurm_pod.SLURM_RUN},
+            *slurm_pod.user_mounts(cluster),
         ],
     }
     spec = pods.pod_spec(
@@ -47,6 +48,7 @@ def login_stateful_set(cluster: SlurmCluster) -> dict:
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
             slurm_pod.key_volume(cluster),
             pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
+            *slurm_pod.user_volumes(cluster),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )

@@ -16,8 +16,19 @@ ConfigMap and Secret volumes are root-owned and read-only, but Slurm wants its k
 owned by SlurmUser with mode 0600 (and slurmdbd.conf likewise). So an init container
 (same image) copies the mounted files from /etc/slurm-config and /etc/slurm-key into
 an emptyDir at /etc/slurm with the owner and mode each daemon expects.
+
+Unix users of spec.accounts: slurmctld maps job uids to accounts, slurmd starts jobs as
+their users and researchers log in as them, so every Slurm pod must know them, with the
+same uid everywhere. An image or directory service (nsswitch) that already knows a name
+wins (`getent`); for the others the init container writes /etc/passwd and /etc/group
+(the image's plus one line each) into an emptyDir that the daemon container mounts over
+both files, and makes /home/<user> in an emptyDir at /home. The uid is derived from the
+name alone (see `account_users`), so pods rendered at different times agree. Sites with
+a directory service should ship it in the image: these are local accounts without
+passwords, enough for `su`/`kubectl exec` and for Slurm.
 """
 
+import hashlib
 from collections.abc import Sequence
 
 from ..api import SlurmCluster
@@ -33,6 +44,15 @@ SLURM_ETC_VOLUME = "slurm-etc"
 CONFIG_VOLUME = "slurm-config"
 KEY_VOLUME = "slurm-key"
 SLURM_RUN_VOLUME = "slurm-run"
+
+USERS_VOLUME = "unix-users"
+USERS_DIR = "/etc/kubeslurm-users"
+HOME_VOLUME = "home"
+HOME_DIR = "/home"
+# Far from the uids images and sites use (system < 1000, people 1000-59999, slurm 64030,
+# nobody 65534): Linux uids are 32-bit, so a large range keeps hash collisions rare.
+FIRST_UID = 100_000
+UID_SLOTS = 900_000
 
 INSTALL_CONFIG_CONTAINER = "install-config"
 # Requests equal limits so the init container never costs a slurmd pod its Guaranteed QoS.
@@ -71,6 +91,57 @@ def slurm_etc_mount(read_only: bool = True) -> dict:
     return mount
 
 
+def account_users(cluster: SlurmCluster) -> dict[str, int]:
+    """Every user of spec.accounts with its uid (= gid of its own group), sorted by name.
+
+    The uid is a hash of the name, so adding or removing another user never changes it
+    (pods of one cluster rendered at different times agree). Two names whose hashes
+    collide are rare (900k slots); the later name in sort order takes the next free slot.
+    """
+    names = sorted({user for account in cluster.spec.accounts for user in account.users})
+    taken: set[int] = set()
+    uids: dict[str, int] = {}
+    for name in names:
+        slot = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % UID_SLOTS
+        while slot in taken:
+            slot = (slot + 1) % UID_SLOTS
+        taken.add(slot)
+        uids[name] = FIRST_UID + slot
+    return uids
+
+
+def _users_lines(users: dict[str, int]) -> list[str]:
+    lines = [f"cp /etc/passwd /etc/group {USERS_DIR}/"]
+    for name, uid in users.items():
+        # Names are validated Unix names ([a-z_][a-z0-9_-]*), safe unquoted in the shell.
+        lines.append(
+            f"getent passwd {name} >/dev/null || {{ "
+            f"echo '{name}:x:{uid}:{uid}:kubeslurm account user:{HOME_DIR}/{name}:/bin/bash' >> {USERS_DIR}/passwd; "
+            f"echo '{name}:x:{uid}:' >> {USERS_DIR}/group; "
+            f"install -d -o {uid} -g {uid} -m 0750 {HOME_DIR}/{name}; }}"
+        )
+    lines.append(f"chmod 0644 {USERS_DIR}/passwd {USERS_DIR}/group")
+    return lines
+
+
+def user_volumes(cluster: SlurmCluster) -> list[dict]:
+    """The volumes behind `user_mounts`; none when no account names users."""
+    if not account_users(cluster):
+        return []
+    return [{"name": USERS_VOLUME, "emptyDir": {}}, {"name": HOME_VOLUME, "emptyDir": {}}]
+
+
+def user_mounts(cluster: SlurmCluster) -> list[dict]:
+    """Mounts of a daemon container that make the accounts' users exist there."""
+    if not account_users(cluster):
+        return []
+    return [
+        {"name": USERS_VOLUME, "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True},
+        {"name": USERS_VOLUME, "mountPath": "/etc/group", "subPath": "group", "readOnly": True},
+        {"name": HOME_VOLUME, "mountPath": HOME_DIR},
+    ]
+
+
 def install_config_container(
     cluster: SlurmCluster,
     *,
@@ -91,6 +162,13 @@ def install_config_container(
         # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
         lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
         volume_mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True})
+    users = account_users(cluster)
+    if users:
+        lines += _users_lines(users)
+        volume_mounts += [
+            {"name": USERS_VOLUME, "mountPath": USERS_DIR},
+            {"name": HOME_VOLUME, "mountPath": HOME_DIR},
+        ]
     lines += list(prepare)
     return {
         "name": INSTALL_CONFIG_CONTAINER,

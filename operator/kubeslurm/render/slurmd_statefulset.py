@@ -91,6 +91,7 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
             {"name": SPOOL_VOLUME, "mountPath": SPOOL_DIR},
             {"name": slurm_pod.SLURM_RUN_VOLUME, "mountPath": slurm_pod.SLURM_RUN},
             {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
+            *slurm_pod.user_mounts(cluster),
         ],
     }
 
@@ -108,6 +109,7 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet) -> dict:
             pods.empty_dir(SPOOL_VOLUME),
             pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
             pods.empty_dir(SHM_VOLUME, medium="Memory"),
+            *slurm_pod.user_volumes(cluster),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )
