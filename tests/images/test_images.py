@@ -256,7 +256,8 @@ def test_slurmctld_runs_the_rendered_config(unpacked):
     init_cmd = pod["initContainers"][0]["command"]
     main_cmd = pod["containers"][0]["command"]
     config = next(o for o in objects if o["kind"] == "ConfigMap")["data"]
-    # The volumes the pod mounts: ConfigMap, Secret, emptyDir over /etc/slurm, state PVC.
+    # The volumes the pod mounts: ConfigMap, Secret, emptyDirs, state PVC.
+    make_empty_dirs(root, pod)
     (root / "etc/slurm-config").mkdir(exist_ok=True)
     # Without accounting: a first start (no state files) with
     # AccountingStorageType=accounting_storage/slurmdbd ends in "fatal: slurmdbd
@@ -293,6 +294,15 @@ echo ---- slurmctld log; cat /tmp/slurmctld.log
     log = out.split("---- slurmctld log", 1)[1]
     assert "glob" not in log and "plugstack" not in log, log
     assert "_prepare_run_dir" not in log, log
+
+
+def make_empty_dirs(root: Path, pod: dict) -> None:
+    """What the kubelet does for emptyDir volumes: an empty folder at every mount path."""
+    empty = {v["name"] for v in pod.get("volumes", []) if "emptyDir" in v}
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] in empty and not mount.get("subPath"):
+                (root / mount["mountPath"].lstrip("/")).mkdir(parents=True, exist_ok=True)
 
 
 # ---------------------------------------------------------------- running: MariaDB
@@ -374,8 +384,13 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
             (slurm_root / d / n).write_text(text)
     shutil.rmtree(slurm_root / "etc/slurm", ignore_errors=True)
     (slurm_root / "etc/slurm").mkdir()
-    init = acct["initContainers"][0]["command"]
-    assert run_in_root(slurm_root, init, timeout=30)[0] == 0
+    make_empty_dirs(slurm_root, acct)
+    # The init waits for the database Service; here the database is MariaDB on 127.0.0.1:port.
+    init = [part.replace(f"/dev/tcp/research-mariadb/3306", f"/dev/tcp/127.0.0.1/{port}")
+            for part in acct["initContainers"][0]["command"]]
+    assert init != acct["initContainers"][0]["command"], "the init no longer waits for the database"
+    rc, out = run_in_root(slurm_root, init, timeout=60)
+    assert rc == 0, out
     dbd_log = tmp_path / "slurmdbd.log"
     dbd = root_processes(slurm_root, acct["containers"][0]["command"], log=dbd_log)
     try:
