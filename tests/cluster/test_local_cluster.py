@@ -272,15 +272,3 @@ def test_pods_on_different_nodes_reach_each_other_unmasqueraded(cluster, namespa
     peer = out.strip().removeprefix("[").removesuffix("]").removeprefix("::ffff:")  # httpd listens on IPv6
     assert peer == ips["client"], (out, ips)
 
-
-def test_pod_from_the_kubeslurm_slurm_image_runs(cluster, namespace):
-    # The image builder caches by content: warm, this takes well under a second.
-    built = subprocess.run([sys.executable, str(REPO / "images" / "build.py"), "--json", "slurm"],
-                           capture_output=True, text=True, check=True, timeout=1800)
-    tar = Path(json.loads(built.stdout.strip().splitlines()[-1])["path"])
-    cluster.load_images([tar])
-    apply(cluster, namespace, pod("slurm", "slurmd -V; sinfo -V; id slurm",
-                                  container={"image": "localhost/kubeslurm/slurm:24.11", "imagePullPolicy": "Never"}))
-    wait_pod(cluster, namespace, "slurm", "Succeeded")
-    out = cluster.kubectl("-n", namespace, "logs", "slurm").stdout
-    assert "slurm 24.11" in out and "uid=64030(slurm)" in out
