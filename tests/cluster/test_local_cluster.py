@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from e2e.cluster import images
 from e2e.cluster.local_cluster import DEFAULT_GPUS, DNS_IP
 
-REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.cluster
 
