@@ -548,6 +548,7 @@ class LocalCluster:
             cgroup_root=node.cgroup_root,
             runtime=f"unix://{node.containerd_socket}",
             pod_cidr=node.pod_subnet,
+            pod_logs_dir=node.dir / "pod-logs",
         ))
         argv = [
             str(self.bin_dir / "kubelet"),
@@ -818,6 +819,9 @@ clusterDNS: [$dns_ip]
 clusterDomain: $domain
 resolvConf: /etc/resolv.conf
 podCIDR: $pod_cidr
+# Not the default /var/log/pods: two kubelets on one host would each treat the
+# other's log directories as orphans and delete them.
+podLogsDir: $pod_logs_dir
 # No systemd here; cgroup v1 controllers (the v2 tree at /sys/fs/cgroup/unified
 # is ignored). Each node gets its own cgroup root so two kubelets on one host
 # do not manage each other's pods.

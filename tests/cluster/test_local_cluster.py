@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from e2e.cluster import images
 from e2e.cluster.local_cluster import DEFAULT_GPUS, DNS_IP
 
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.cluster
 
@@ -268,3 +273,22 @@ def test_pods_on_different_nodes_reach_each_other_unmasqueraded(cluster, namespa
     peer = out.strip().removeprefix("[").removesuffix("]").removeprefix("::ffff:")  # httpd listens on IPv6
     assert peer == ips["client"], (out, ips)
 
+
+
+def test_pod_from_the_kubeslurm_slurm_image_runs(cluster, namespace):
+    # The builder caches by content: warm, this takes well under a second.
+    built = subprocess.run([sys.executable, str(REPO / "images" / "build.py"), "--json", "slurm"],
+                           capture_output=True, text=True, check=True, timeout=1800)
+    image = json.loads(built.stdout.strip().splitlines()[-1])
+    cluster.load_images([Path(image["path"])])
+    # Only the daemons' -V works without a slurm.conf; the rest must at least be installed.
+    script = ("slurmctld -V && slurmd -V && for p in slurmdbd sackd sbatch srun sacct sacctmgr; "
+              "do command -v $p || exit 1; done && id slurm")
+    apply(cluster, namespace, pod("slurm", script, container={"image": "localhost/kubeslurm/slurm:24.11",
+                                                              "imagePullPolicy": "Never"}))
+    wait_pod(cluster, namespace, "slurm", "Succeeded")
+    out = cluster.kubectl("-n", namespace, "logs", "slurm").stdout
+    assert out.count("slurm-wlm 24.11.") == 2, out
+    for program in ("slurmdbd", "sackd", "sbatch", "srun", "sacct", "sacctmgr"):
+        assert re.search(rf"^/usr/s?bin/{program}$", out, re.M), (program, out)
+    assert "uid=64030(slurm)" in out, out
