@@ -344,3 +344,12 @@ def test_slurmdbd_starts_only_once_the_database_accepts_connections():
     # the key and slurmdbd.conf are installed first; the wait ends the script
     assert script.index("/etc/slurm-key/slurm.key") < script.index("/dev/tcp")
     assert script.rstrip().endswith("done")
+
+
+def test_slurmdbd_is_restarted_when_it_never_listens():
+    sts = find(everything(), "StatefulSet", "research-accounting")
+    [slurmdbd] = sts["spec"]["template"]["spec"]["containers"]
+    probe = slurmdbd["startupProbe"]
+    assert probe["tcpSocket"] == {"port": naming.SLURMDBD_PORT}
+    # generous: a schema conversion after an upgrade also runs before slurmdbd listens
+    assert probe["periodSeconds"] * probe["failureThreshold"] == 300

@@ -5,11 +5,14 @@ Pod layout:
   refuses a config others can read) from its Secret and the key into /etc/slurm.
   It then waits until the database host resolves and accepts TCP connections, so
   slurmdbd's first connection finds an initialised server: the internal database's
-  headless Service resolves only once MariaDB is Ready. (Open issue, seen in `make demo`:
-  the very first slurmdbd on a fresh database sometimes never listens -- it has created
-  the global tables, the main thread waits in pthread_join, SIGTERM is ignored -- with or
-  without this wait; a restarted slurmdbd comes up at once.)
-- `slurmdbd -D`: foreground; it drops from root to SlurmUser itself.
+  headless Service resolves only once MariaDB is Ready.
+- `slurmdbd -D`: foreground; it drops from root to SlurmUser itself. A startup probe
+  restarts it when it has not listened within STARTUP_SECONDS: seen in `make demo`, the
+  very first slurmdbd on a fresh database sometimes never listens (it has created the
+  global tables, its main thread waits in pthread_join and SIGTERM is ignored; not
+  root-caused) while a restarted one comes up at once. The bound is generous because
+  a schema conversion after a Slurm upgrade also runs before slurmdbd listens; convert
+  a large database by hand (`slurmdbd -D` in a one-off pod) before upgrading.
 
 The pod template carries the hash of slurmdbd.conf, so a new database host or
 password rolls slurmdbd. While it restarts slurmctld queues the records it sends.
@@ -25,6 +28,7 @@ from .slurmdbd_conf import database_connection
 from .stateful_set import stateful_set
 
 TERMINATION_GRACE_SECONDS = 60
+STARTUP_SECONDS = 300
 
 
 def wait_for_database_lines(host: str, port: int) -> list[str]:
@@ -51,6 +55,7 @@ def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
         "ports": [{"name": "slurmdbd", "containerPort": naming.SLURMDBD_PORT, "protocol": "TCP"}],
         # slurmdbd listens only after it has connected to the database.
         "readinessProbe": pods.tcp_readiness(naming.SLURMDBD_PORT),
+        "startupProbe": pods.tcp_startup(naming.SLURMDBD_PORT, STARTUP_SECONDS),
         "securityContext": {"runAsUser": 0},
         "volumeMounts": [slurm_pod.slurm_etc_mount(), *slurm_pod.user_mounts(cluster)],
     }

@@ -34,3 +34,10 @@ def pod_template(pod_labels: dict[str, str], annotations: dict[str, str], spec: 
 
 def tcp_readiness(port: int) -> dict:
     return {"tcpSocket": {"port": port}, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3}
+
+
+def tcp_startup(port: int, within_seconds: int) -> dict:
+    """The kubelet restarts the container when nothing listens on port within_seconds after it started."""
+    period = 10
+    return {"tcpSocket": {"port": port}, "periodSeconds": period, "timeoutSeconds": 5,
+            "failureThreshold": max(1, within_seconds // period)}
