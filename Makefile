@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 ## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run
-test: test-unit test-slurm test-k8s test-helm test-images test-cluster
+test: test-unit test-slurm test-k8s test-helm test-images test-cluster test-e2e
 
 ## tier 1: models, CRDs, renderers (seconds)
 test-unit: venv
@@ -35,7 +35,11 @@ test-k8s: venv
 test-cluster: venv cluster-deps
 	$(PYTEST) -m cluster tests/cluster
 
-.PHONY: test-cluster cluster-up cluster-down cluster-status cluster-deps
+## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement)
+test-e2e: venv cluster-deps
+	$(PYTEST) -m e2e tests/e2e
+
+.PHONY: test-cluster test-e2e cluster-up cluster-down cluster-status cluster-deps
 ## a local Kubernetes cluster on this machine (root); prints the kubeconfig path. Idempotent.
 cluster-up: venv cluster-deps
 	$(PY) -m e2e.cluster up

@@ -4,7 +4,6 @@ device list, and what Allocate hands back (the real kubelet is in tests/cluster)
 from __future__ import annotations
 
 import threading
-import time
 from concurrent import futures
 from pathlib import Path
 

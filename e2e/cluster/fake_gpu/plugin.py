@@ -28,7 +28,6 @@ import signal
 import stat
 import sys
 import threading
-import time
 from concurrent import futures
 from pathlib import Path
 

@@ -9,7 +9,6 @@ import logging
 import threading
 from datetime import datetime, timezone
 
-from .kinds import EVENT
 from .kube_api import KubeApi
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,311 @@
+"""The user story, end to end on real Kubernetes: a platform engineer applies a SlurmCluster,
+researchers submit from the login pod, and the cluster scales, fails over and replaces nodes
+underneath them without losing a job.
+
+One SlurmCluster (examples/demo.yaml: a GPU NodeSet `h100` with 2 fake GPUs, a CPU NodeSet
+`cpu`) in its own namespace, walked through in file order: each test is one chapter and
+leaves the cluster as the next one expects it. Every Slurm command runs in the login pod
+(`kubectl exec`), as the account users of the manifest where a researcher would. The last
+chapters count the jobs: every job submitted in the story must end COMPLETED in sacct.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+
+from e2e import deployment
+from e2e.deployment import ROOT, Kube
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "e2e-story"
+CLUSTER = "research"
+LOGIN = f"{CLUSTER}-login-0"
+CONTROLLER = f"{CLUSTER}-controller-0"
+MANIFEST = ROOT / "examples" / "demo.yaml"
+READY_TIMEOUT = 900
+REQUEUE_TIMEOUT = 420  # slurmctld holds a requeued batch job for a while before it is eligible again
+
+
+class Story:
+    """The namespace, the Slurm commands of the login pod, and the count of submitted jobs."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+        self.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        self.submitted: list[str] = []
+
+    def sh(self, script: str, user: str | None = None, check: bool = True) -> str:
+        # runuser, not su: the accounts' users have no password, and su's PAM account check refuses them.
+        command = ["runuser", "-l", user, "-c", script] if user else ["/bin/sh", "-c", script]
+        result = self.kube.exec(NAMESPACE, LOGIN, "login", command, check=False, timeout=600)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{user or 'root'}$ {script}\nexit {result.returncode}\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result.stdout
+
+    def sbatch(self, args: str, user: str = "alice") -> str:
+        job = self.sh(f"sbatch --parsable -o /dev/null {args}", user=user).strip().splitlines()[-1]
+        self.submitted.append(job)
+        return job
+
+    def srun(self, args: str, user: str = "alice") -> str:
+        """srun as user; the job's id is recorded (srun prints it first with --verbose, so ask Slurm)."""
+        out = self.sh(f"srun {args} bash -c 'echo JOB=$SLURM_JOB_ID; {{ {SRUN_BODY}; }}'", user=user)
+        self.submitted.append(re.search(r"^JOB=(\d+)$", out, re.M).group(1))
+        return out
+
+    def nodes(self) -> dict[str, dict]:
+        """sinfo per node: state, CPUs, memory (MB), features, gres."""
+        out = self.sh("sinfo -N -h -o '%N|%t|%c|%m|%f|%G'")
+        nodes = {}
+        for line in out.split():
+            name, state, cpus, memory, features, gres = line.split("|")
+            nodes[name] = {"state": state, "cpus": int(cpus), "memory": int(memory),
+                           "features": set(features.split(",")), "gres": gres}
+        return nodes
+
+    def job_state(self, job: str) -> str:
+        out = self.sh(f"scontrol show job {job} --oneliner", check=False)
+        match = re.search(r"JobState=(\S+)", out)
+        if match:
+            return match.group(1)
+        # Gone from slurmctld's memory (MinJobAge): sacct has it.
+        return self.sh(f"sacct -n -X -P -j {job} -o State").strip().splitlines()[-1]
+
+    def wait_jobs(self, jobs: list[str], state: str = "COMPLETED", timeout: float = 300) -> None:
+        def done():
+            states = {job: self.job_state(job) for job in jobs}
+            failed = {j: s for j, s in states.items() if s in ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY")}
+            assert not failed, f"jobs ended badly: {failed}"
+            return all(s == state for s in states.values()), states
+        wait_for(done, timeout, f"jobs {jobs} {state}")
+
+    def wait_running(self, job: str, timeout: float = 120) -> None:
+        def running():
+            state = self.job_state(job)
+            return state == "RUNNING", state
+        wait_for(running, timeout, f"job {job} running")
+
+    def wait_nodes(self, names: set[str], states: tuple[str, ...], timeout: float, what: str) -> dict[str, dict]:
+        """Waits until every node in names is in sinfo with a state starting with one of states."""
+        def there():
+            nodes = self.nodes()
+            return all(n in nodes and nodes[n]["state"].startswith(states) for n in names), nodes
+        return wait_for(there, timeout, what)
+
+    def pod(self, name: str) -> dict | None:
+        return self.kube.get("pod", name, "-n", NAMESPACE)
+
+    def replace_pod(self, name: str, timeout: float = 300) -> None:
+        """Deletes a pod and waits for its StatefulSet's new pod, under the same name, to be Ready."""
+        old_uid = self.pod(name)["metadata"]["uid"]
+        self.kube.run("delete", "pod", name, "-n", NAMESPACE, "--wait=false")
+
+        def replaced():
+            pod = self.pod(name)
+            return (pod is not None and pod["metadata"]["uid"] != old_uid and pod_ready(pod),
+                    pod and pod.get("status", {}).get("phase"))
+        wait_for(replaced, timeout, f"a new pod {name} Ready")
+
+
+USABLE = ("idle", "alloc", "mix")
+SRUN_BODY = "echo HOST=$(hostname) CUDA=$CUDA_VISIBLE_DEVICES; ls /dev | grep -E \"^nvidia[0-9]+$\" | sed s/^/DEV=/ || true"
+
+
+def wait_for(check, timeout: float, what: str, interval: float = 2):
+    """Polls check() -> (ok, detail) until ok; fails with the last detail."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ok, detail = check()
+        if ok:
+            return detail
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:.0f} s; last: {detail}")
+        time.sleep(interval)
+
+
+def pod_ready(pod: dict | None) -> bool:
+    return bool(pod) and not pod["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+@pytest.fixture(scope="module")
+def story(kube, operator):
+    client, _local = kube
+    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
+    client.ensure_namespace(NAMESPACE)
+    documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+    for document in documents:
+        document["metadata"]["namespace"] = NAMESPACE
+    client.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
+    deployment.wait_usable(client, NAMESPACE, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
+    yield Story(client)
+    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
+
+
+# -- 1. apply: Ready, every node idle with its resources ----------------------------
+
+
+def test_applied_cluster_is_ready_with_every_node_idle(story):
+    nodes = story.wait_nodes({"h100-0", "cpu-0"}, ("idle",), 120, "every node idle")
+    assert set(nodes) == {"h100-0", "cpu-0"}, nodes
+    # The pods' limits are what Slurm sees (config_overrides): 1 CPU, 2 GiB, the 2 GPUs the device plugin gave.
+    gpu, cpu = nodes["h100-0"], nodes["cpu-0"]
+    assert (gpu["cpus"], cpu["cpus"]) == (1, 1), nodes
+    assert gpu["memory"] <= 2048 and gpu["memory"] >= 1536, nodes
+    assert {"h100", "nvlink"} <= gpu["features"] and "cpu" in cpu["features"], nodes
+    assert gpu["gres"].startswith("gpu:h100:2"), nodes
+    assert cpu["gres"] == "(null)", nodes
+    at_a_glance = story.kube.run("get", "slurmclusters,nodesets", "-n", NAMESPACE).stdout
+    assert re.search(rf"^slurmcluster\S*/{CLUSTER}\s+True\b", at_a_glance, re.M), at_a_glance
+    assert re.search(rf"^nodeset\S*/h100\s+{CLUSTER}\s+1\s+1\b", at_a_glance, re.M), at_a_glance
+
+
+# -- 2. jobs as a researcher --------------------------------------------------------
+
+
+def test_jobs_run_as_a_researcher_with_their_gpus(story):
+    assert story.sh("id -un", user="alice").strip() == "alice"
+    out = story.srun("-p gpu --gres=gpu:2 -N1")
+    assert "HOST=h100-0 CUDA=0,1" in out, out
+    devices = re.findall(r"^DEV=(nvidia\d+)$", out, re.M)
+    assert len(devices) == 2 == len(set(devices)), out
+    job = story.sbatch("--wait -p cpu --wrap 'test $(id -un) = alice'")
+    assert story.job_state(job) == "COMPLETED"
+    # bob charges nlp, his account; his job runs too.
+    story.wait_jobs([story.sbatch("-p cpu --wrap true", user="bob")])
+
+
+# -- 3. scale up while jobs are submitted ------------------------------------------
+
+
+def test_scale_up_while_submitting_new_nodes_take_jobs(story):
+    queued = [story.sbatch("-p cpu --wrap 'sleep 10'", user=user) for user in ["alice", "bob"] * 4]
+    t0 = time.monotonic()
+    story.kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=3")
+    queued += [story.sbatch("-p cpu --wrap 'sleep 10'") for _ in range(2)]
+    story.wait_nodes({"cpu-1", "cpu-2"}, USABLE, 300, "cpu-1 and cpu-2 join")
+    print(f"scale-up 1 -> 3: new nodes in sinfo after {time.monotonic() - t0:.0f} s", flush=True)
+    story.wait_jobs(queued, timeout=300)
+    ran_on = story.sh(f"sacct -n -X -P -j {','.join(queued)} -o NodeList").split()
+    assert {"cpu-1", "cpu-2"} & set(ran_on), ran_on
+    # A 3-node job starts on all of them together (gang start).
+    out = story.srun("-p cpu -N3")
+    assert sorted(re.findall(r"^HOST=(\S+)", out, re.M)) == ["cpu-0", "cpu-1", "cpu-2"], out
+
+
+# -- accounting: sacct and fair-share ------------------------------------------------
+
+
+def test_sacct_and_sshare_account_for_the_jobs(story):
+    rows = [line.split("|") for line in story.sh(
+        f"sacct -a -n -X -P -S {story.started} -o JobID,User,Account,AllocTRES,State").split("\n") if line]
+    by_id = {row[0]: row for row in rows}
+    gpu_job = story.submitted[0]
+    assert by_id[gpu_job][1:3] == ["alice", "vision"], by_id.get(gpu_job)
+    assert "gres/gpu=2" in by_id[gpu_job][3], by_id[gpu_job]
+    assert {row[2] for row in rows if row[1] == "bob"} == {"nlp"}, rows
+    shares = story.sh("sshare -a -n -P -o Account,User,RawShares,RawUsage")
+    assert re.search(r"^\s*vision\|alice\|", shares, re.M) and re.search(r"^\s*nlp\|bob\|", shares, re.M), shares
+    usage = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\|\|\d+\|(\d+)$", shares, re.M)}
+    assert usage.get("vision", 0) > 0 and usage.get("nlp", 0) > 0, shares
+
+
+# -- 4. controller failover ----------------------------------------------------------
+
+
+def test_controller_pod_deleted_no_job_lost(story):
+    running = story.sbatch("-p cpu -N3 --wrap 'sleep 40'")
+    story.wait_running(running)
+    queued = [story.sbatch("-p cpu --wrap 'sleep 2'") for _ in range(3)]
+    story.replace_pod(CONTROLLER)
+    # sbatch works again once the controller is back.
+    wait_for(lambda: (story.sh("scontrol ping", check=False).count("UP") > 0, "ping"), 120, "slurmctld answers")
+    queued.append(story.sbatch("-p cpu --wrap true"))
+    story.wait_jobs([running, *queued], timeout=300)
+
+
+# -- 5. node replacement -------------------------------------------------------------
+
+
+def test_slurmd_pod_deleted_comes_back_and_its_job_is_requeued(story):
+    job = story.sbatch("-p cpu -w cpu-1 --wrap 'sleep 30'")
+    story.wait_running(job)
+    story.replace_pod("cpu-1")
+    story.wait_nodes({"cpu-1"}, USABLE, 120, "cpu-1 usable again in sinfo")
+    story.wait_jobs([job], timeout=REQUEUE_TIMEOUT)
+    history = story.sh(f"sacct -n -D -X -P -j {job} -o State,NodeList").split()
+    # The first run ended with its node; the requeued one completed on the same Slurm node name.
+    assert history[-1] == "COMPLETED|cpu-1" and len(history) >= 2, history
+
+
+# -- 6. scale down while the node to be removed runs a job ---------------------------
+
+
+def test_scale_down_lets_the_running_job_finish_first(story):
+    job = story.sbatch("-p cpu -w cpu-2 --wrap 'sleep 40'")
+    story.wait_running(job)
+    story.kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=2")
+    story.wait_nodes({"cpu-2"}, ("drng",), 60, "cpu-2 draining")
+    assert story.pod("cpu-2") is not None and story.job_state(job) == "RUNNING"
+    story.wait_jobs([job], timeout=120)
+    wait_for(lambda: (story.pod("cpu-2") is None, "pod cpu-2 still there"), 180, "pod cpu-2 gone")
+    wait_for(lambda: ("cpu-2" not in story.nodes(), "cpu-2 still in sinfo"), 120, "cpu-2 gone from sinfo")
+
+
+# -- 7. config change ----------------------------------------------------------------
+
+
+def test_added_partition_reaches_slurm_without_losing_running_jobs(story):
+    running = story.sbatch("-p cpu -w cpu-0 --wrap 'sleep 30'")
+    story.wait_running(running)
+    patch = [{"op": "add", "path": "/spec/partitions/-",
+              "value": {"name": "debug", "nodeSets": ["cpu"], "maxTime": "00:30:00"}}]
+    story.kube.run("patch", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--type=json", "-p", json.dumps(patch))
+    def debug_partition():
+        out = story.sh("sinfo -h -p debug -o '%P %D'", check=False).strip()
+        return out == "debug 2", out
+    wait_for(debug_partition, 300, "partition debug with 2 nodes in sinfo")
+    # slurmd has it too (configless: reconfigure pushes the new files to every node).
+    for node in ("cpu-0", "h100-0"):
+        wait_for(lambda: (story.kube.exec(NAMESPACE, node, "slurmd", [
+            "sh", "-c", f"grep -h '^PartitionName=debug' /var/spool/slurmd/{node}/conf-cache/slurm.conf"],
+            check=False).returncode == 0, node), 120, f"{node}'s cached slurm.conf has partition debug")
+    story.wait_jobs([story.sbatch("-p debug --wrap true")], timeout=120)
+    story.wait_jobs([running], timeout=120)
+
+
+# -- the count: every submitted job COMPLETED ---------------------------------------
+
+
+def test_every_submitted_job_completed(story):
+    rows = [line.split("|") for line in story.sh(
+        f"sacct -a -n -X -P -S {story.started} -o JobID,State").split("\n") if line]
+    final = dict(rows)  # without -D, sacct shows each job's last run
+    print(f"jobs submitted in the story: {len(story.submitted)}; COMPLETED in sacct: "
+          f"{sum(1 for j in story.submitted if final.get(j) == 'COMPLETED')}", flush=True)
+    assert set(final) == set(story.submitted), (sorted(final), sorted(story.submitted))
+    assert {j: s for j, s in final.items() if s != "COMPLETED"} == {}
+
+
+# -- 8. delete the SlurmCluster --------------------------------------------------------
+
+
+def test_deleting_the_cluster_removes_every_object(story):
+    story.kube.run("delete", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--timeout=300s")
+    story.kube.run("delete", "nodesets", "--all", "-n", NAMESPACE, "--timeout=300s")
+    kinds = "statefulsets,pods,services,configmaps,secrets,persistentvolumeclaims,poddisruptionbudgets"
+
+    def left():
+        items = story.kube.get(kinds, "-n", NAMESPACE)["items"]
+        names = [f"{i['kind']}/{i['metadata']['name']}" for i in items
+                 if i["metadata"]["name"] != "kube-root-ca.crt"]
+        return not names, names
+    wait_for(left, 300, "every object of the cluster gone")
