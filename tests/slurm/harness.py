@@ -5,7 +5,7 @@ MariaDB and optionally sackd from a cached Debian trixie root filesystem (the sa
 package lists as the images, see images/build-rootfs.sh). Every "host" gets:
 
 - its own network namespace ``ksl-<host>`` with a veth onto the bridge ``ksl-br0``
-  (10.250.0.0/24; the host side of the bridge has no address, nothing is routed
+  (10.253.0.0/24; the host side of the bridge has no address, nothing is routed
   anywhere else),
 - its own UTS namespace (hostname), PID namespace and mount namespace,
 - a per-host overlayfs over the cached root, plus proc, sysfs, a tmpfs /dev with
@@ -38,7 +38,10 @@ from typing import Mapping, Sequence
 
 PREFIX = "ksl-"
 BRIDGE = PREFIX + "br0"
-SUBNET = "10.250.0"  # /24, addresses exist only inside our namespaces
+# /24, addresses exist only inside our namespaces. Not 10.250.0.0/24: the local
+# Kubernetes cluster (e2e/cluster) uses it for its nodes and MASQUERADEs it, and with
+# br_netfilter loaded that rule also rewrites the traffic bridged over ksl-br0.
+SUBNET = "10.253.0"
 FIRST_HOST_OCTET = 10
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE_FILES = [REPO / "images/slurm/packages.txt", REPO / "images/mariadb/packages.txt"]

@@ -18,26 +18,21 @@ tests, which change the cluster, come last.
 
 from __future__ import annotations
 
-import os
 import re
-import secrets
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from kubeslurm.api import load_documents
 from kubeslurm.reconcile.scale_down import plan_scale
 from kubeslurm.reconcile.slurm_control import SlurmControl
 from kubeslurm.render import naming
 from kubeslurm.render.accounting_commands import accounting_commands
 from kubeslurm.render.config_files import render_config_files
 from kubeslurm.render.slurmd_node import slurmd_conf_line
-from kubeslurm.render.slurmdbd_conf import database_connection, render_slurmdbd_conf
 from tests.slurm import harness
-from tests.slurm.harness import NodeSpec
+from tests.slurm.rendered_cluster import load, native_cluster, read_documents
 
 pytestmark = pytest.mark.slurm
 
@@ -54,19 +49,13 @@ PLACEMENTS = {"h100-0": {"zone": "a"}, "h100-1": {"zone": "a"},
 def contract_documents() -> list[dict]:
     """examples/research.yaml with what this tier needs on top: 3 h100 pods, a topology,
     and a backfill interval of 1 s (set the way a user tunes Slurm: spec.slurmConf)."""
-    docs = [d for d in yaml.safe_load_all((REPO / "examples/research.yaml").read_text()) if d]
+    docs = read_documents(REPO / "examples/research.yaml")
     cluster = next(d for d in docs if d["kind"] == "SlurmCluster")
     cluster["spec"]["topology"] = {"plugin": "tree", "nodeLabels": ["zone"]}
     cluster["spec"]["slurmConf"] = {"SchedulerParameters": "bf_interval=1"}
     h100 = next(d for d in docs if d["kind"] == "NodeSet" and d["metadata"]["name"] == "h100")
     h100["spec"]["replicas"] = 3
     return docs
-
-
-def load(docs: list[dict]):
-    manifests = load_documents(docs)
-    (cluster,) = manifests.clusters
-    return cluster, {ns.metadata.name: ns for ns in manifests.node_sets_of(cluster)}
 
 
 class Env:
@@ -129,23 +118,15 @@ class Env:
 def env(slurm_rootfs, request):
     t0 = time.monotonic()
     model, node_sets = load(contract_documents())
-    configs = render_config_files(model, list(node_sets.values()), PLACEMENTS)
+    # carol has no account: Slurm must refuse her jobs.
+    cluster = native_cluster(slurm_rootfs, model, node_sets, placements=PLACEMENTS,
+                             extra_users=["carol"], name="rendered")
+    configs = cluster.configs
     assert "topology.conf" in configs
-    password = secrets.token_urlsafe(24)
-    configs["slurmdbd.conf"] = render_slurmdbd_conf(model, password)
-    db = database_connection(model)
-    controller = naming.controller_hosts(CLUSTER, backup=False)[0]
-    nodes = [NodeSpec(f"{name}-{i}", slurmd_conf_line(ns), gpus=ns.spec.gpus.count if ns.spec.gpus else 0)
-             for name, ns in sorted(node_sets.items(), reverse=True) for i in range(ns.spec.replicas)]
-    assert [n.name for n in nodes] == H100 + CPU
-    cluster = harness.NativeSlurmCluster(
-        slurm_rootfs, configs=configs, auth_key=os.urandom(1024), nodes=nodes,
-        # The names the rendered configs use, as the headless Services provide them.
-        aliases={"controller": [controller.address]},
-        hostnames={"slurmdbd": naming.accounting_service(CLUSTER), "mariadb": db.host},
-        users=["alice", "bob", "carol"], db_credentials=(db.user, password), login=True,
-        name="rendered")
-    assert cluster.controller == controller.name
+    assert "slurmdbd.conf" in configs
+    assert [n.name for n in cluster.nodes] == H100 + CPU
+    assert list(cluster.users) == ["alice", "bob", "carol"]
+    assert cluster.controller == naming.controller_hosts(CLUSTER, backup=False)[0].name
     failed_before = request.session.testsfailed
     try:
         cluster.start()
