@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 export KUBESLURM_CACHE ?= $(HOME)/.cache/kubeslurm
 
-.PHONY: venv test test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench demo demo-down
+.PHONY: venv test test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench bench-render bench-cluster demo demo-down
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -81,9 +81,16 @@ crds: venv
 ## docs/api.md is regenerated with the CRDs
 docs: crds
 
-## speed targets: rendering 1000 nodes / 8000 GPUs
-bench: venv
+## speed figures: rendering 1000 nodes / 8000 GPUs; kubeslurm on the local cluster vs. native Slurm
+bench: bench-render bench-cluster
+
+bench-render: venv
 	$(PY) benchmarks/render_bench.py
+
+## apply->idle, scale-up latency, job throughput (BENCH_JOBS) vs. native Slurm, operator CPU/memory (root)
+BENCH_JOBS ?= 200
+bench-cluster: venv cluster-deps
+	$(PY) benchmarks/cluster_bench.py --jobs $(BENCH_JOBS)
 
 ## the whole user story: cluster (yours via KUBECONFIG, else the local one), images, operator,
 ## examples/demo.yaml, jobs as alice in the login pod; prints timings and what to try next

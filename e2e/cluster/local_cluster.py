@@ -271,6 +271,8 @@ class LocalCluster:
         if not self.is_healthy():
             raise ClusterError("the cluster is not up: make cluster-up")
         for name in state["nodes"]:
+            if name in state.get("powered_off", []):
+                continue
             node = Node(int(name.rsplit("-", 1)[1]))
             # Beside containerd's content store, so it goes when that goes. Tars are named by
             # content (images/build.py), so a name seen before is an image already imported.
@@ -285,6 +287,25 @@ class LocalCluster:
                 seen.add(key)
                 seen_file.write_text("\n".join(sorted(seen)) + "\n")
                 self._say(f"{name}: imported {tar}")
+
+    def power_off(self, name: str) -> None:
+        """Node loss, as when a machine dies: the node's kubelet, kube-proxy, GPU plugin,
+        containerd and every container are SIGKILLed at once. Its Node object stays (the
+        control plane sees the kubelet stop reporting); what the kernel holds for it
+        (network namespace, mounts) stays until `down`. The cluster counts as healthy without it."""
+        state = self._load()
+        if name not in state.get("nodes", []):
+            raise ClusterError(f"no node {name} in this cluster (nodes: {', '.join(state.get('nodes', []))})")
+        node = Node(int(name.rsplit("-", 1)[1]))
+        for proc in state["procs"]:
+            if proc.get("node") == name and _alive_with(proc["pid"], proc["marker"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc["pid"], signal.SIGKILL)
+        self._kill_shims(node)
+        self._kill_cgroup(node)
+        state["powered_off"] = sorted(set(state.get("powered_off", [])) | {name})
+        self._save(state)
+        self._say(f"{name}: powered off")
 
     def status(self) -> dict:
         state = self._load()
@@ -309,7 +330,8 @@ class LocalCluster:
         state = self._load()
         if not state.get("procs") or not self.kubeconfig_path.exists() or "up_seconds" not in state:
             return False
-        if not all(_alive_with(p["pid"], p["marker"]) for p in state["procs"]):
+        lost = set(state.get("powered_off", []))
+        if not all(_alive_with(p["pid"], p["marker"]) for p in state["procs"] if p.get("node") not in lost):
             return False
         self.bin_dir = Path(state["bin_dir"])
         result = self.kubectl("get", "--raw", "/readyz", check=False, timeout=10)

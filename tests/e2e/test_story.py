@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from datetime import datetime, timezone
 
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from e2e import deployment
-from e2e.deployment import ROOT, Kube
+from e2e.deployment import ROOT, DeploymentError, Kube
 
 pytestmark = pytest.mark.e2e
 
@@ -120,10 +121,16 @@ SRUN_BODY = "echo HOST=$(hostname) CUDA=$CUDA_VISIBLE_DEVICES; ls /dev | grep -E
 
 
 def wait_for(check, timeout: float, what: str, interval: float = 2):
-    """Polls check() -> (ok, detail) until ok; fails with the last detail."""
+    """Polls check() -> (ok, detail) until ok; fails with the last detail. A command that fails
+    meanwhile (the login pod or slurmctld being replaced) counts as not yet."""
     deadline = time.monotonic() + timeout
     while True:
-        ok, detail = check()
+        try:
+            ok, detail = check()
+        except (AssertionError, DeploymentError, subprocess.TimeoutExpired) as error:
+            if isinstance(error, AssertionError) and str(error).startswith("jobs ended badly"):
+                raise
+            ok, detail = False, str(error)[-500:]
         if ok:
             return detail
         if time.monotonic() > deadline:
@@ -258,6 +265,29 @@ def test_scale_down_lets_the_running_job_finish_first(story):
     story.wait_jobs([job], timeout=120)
     wait_for(lambda: (story.pod("cpu-2") is None, "pod cpu-2 still there"), 180, "pod cpu-2 gone")
     wait_for(lambda: ("cpu-2" not in story.nodes(), "cpu-2 still in sinfo"), 120, "cpu-2 gone from sinfo")
+
+
+def test_lost_node_its_slurmd_pod_returns_on_another_and_the_job_completes(story, kube):
+    client, local = kube
+    if not local:
+        pytest.skip("powers off a node of the local cluster")
+    from e2e.cluster.local_cluster import LocalCluster
+
+    job = story.sbatch("-p cpu -w cpu-1 --wrap 'sleep 30'")
+    story.wait_running(job)
+    lost = story.pod("cpu-1")["spec"]["nodeName"]
+    LocalCluster().power_off(lost)
+    # What a cloud provider's node controller does once the machine is gone: the Node object goes,
+    # and the pod garbage collector deletes the pods bound to it, so the StatefulSet makes cpu-1 anew.
+    client.run("delete", "node", lost)
+
+    def moved():
+        pod = story.pod("cpu-1")
+        node = pod and pod["spec"].get("nodeName")
+        return node not in (None, lost) and pod_ready(pod), node
+    wait_for(moved, 300, f"cpu-1 Ready on a node other than {lost}")
+    story.wait_nodes({"cpu-1"}, USABLE, 180, "cpu-1 usable again in sinfo")
+    story.wait_jobs([job], timeout=REQUEUE_TIMEOUT)
 
 
 # -- 7. config change ----------------------------------------------------------------

@@ -271,7 +271,7 @@ def test_slurmctld_runs_the_rendered_config(unpacked):
     shutil.rmtree(root / "var/spool/slurmctld")
     (root / "var/spool/slurmctld").mkdir()
     ctl = "research-controller-0"
-    (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n10.254.254.1 {ctl}.research-controller {ctl}\n")
+    (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n10.254.254.1 research-slurmctld-0 {ctl}.research-controller {ctl}\n")
     script = f"""
 {init_cmd[2]}
 {' '.join(main_cmd)} > /tmp/slurmctld.log 2>&1 &

@@ -65,8 +65,17 @@ def test_pods_select_by_their_template_labels():
         if obj["kind"] == "StatefulSet":
             selector = obj["spec"]["selector"]["matchLabels"]
             assert selector.items() <= obj["spec"]["template"]["metadata"]["labels"].items()
-        if obj["kind"] == "Service":
-            assert obj["spec"]["clusterIP"] == "None"
+    services = {o["metadata"]["name"]: o["spec"] for o in everything() if o["kind"] == "Service"}
+    controller_pod = find(everything(), "StatefulSet", "research-controller")["spec"]["template"]["metadata"]
+    for name, spec in services.items():
+        if name.startswith("research-slurmctld-"):
+            # A virtual IP per controller pod: its address survives the pod (naming.controller_hosts).
+            assert "clusterIP" not in spec
+            pod = spec["selector"].pop("statefulset.kubernetes.io/pod-name")
+            assert pod == "research-controller-" + name.rsplit("-", 1)[1]
+            assert spec["selector"].items() <= controller_pod["labels"].items()
+        else:
+            assert spec["clusterIP"] == "None", name
 
 
 LONGEST = "a" * 40
@@ -214,7 +223,7 @@ def test_login_replicas_and_sackd(replicas):
     assert login["spec"]["replicas"] == replicas
     [container] = login["spec"]["template"]["spec"]["containers"]
     # Absolute path and -D: sackd re-executes argv[0] in place on `scontrol reconfigure`.
-    assert container["command"] == ["/usr/sbin/sackd", "-D", "--conf-server", "research-controller-0.research-controller:6817"]
+    assert container["command"] == ["/usr/sbin/sackd", "-D", "--conf-server", "research-slurmctld-0:6817"]
     assert "env" not in container
 
 
@@ -281,7 +290,7 @@ def test_topology_placements_reach_the_config_map():
 
 def test_conf_server_lists_every_controller():
     assert naming.conf_server("research", backup=True) == (
-        "research-controller-0.research-controller:6817,research-controller-1.research-controller:6817"
+        "research-slurmctld-0:6817,research-slurmctld-1:6817"
     )
 
 

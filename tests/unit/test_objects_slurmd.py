@@ -27,11 +27,11 @@ def container(template: dict, name: str = "slurmd") -> dict:
 @pytest.mark.parametrize(
     "node_set_doc,cluster_doc,conf_server,registration",
     [
-        (GPU_NODES, CLUSTER, "research-controller-0.research-controller:6817",
+        (GPU_NODES, CLUSTER, "research-slurmctld-0:6817",
          "CPUs=8 RealMemory=31129 Features=h100,nvlink Gres=gpu:h100:8"),
-        (CPU_NODES, CLUSTER, "research-controller-0.research-controller:6817", "CPUs=4 RealMemory=7782 Features=cpu"),
+        (CPU_NODES, CLUSTER, "research-slurmctld-0:6817", "CPUs=4 RealMemory=7782 Features=cpu"),
         (CPU_NODES, set_path(CLUSTER, "spec.controller.backup", True),
-         "research-controller-0.research-controller:6817,research-controller-1.research-controller:6817",
+         "research-slurmctld-0:6817,research-slurmctld-1:6817",
          "CPUs=4 RealMemory=7782 Features=cpu"),
     ],
 )

@@ -42,8 +42,8 @@ def test_every_key_is_owned_or_a_documented_default():
         ("spec.scheduling.preemption", "qos", {"PreemptType": ["preempt/qos"], "PreemptMode": ["REQUEUE"]}),
         ("spec.scheduling.preemption", "partition", {"PreemptType": ["preempt/partition_prio"], "PreemptMode": ["REQUEUE"]}),
         ("spec.controller.backup", True, {"SlurmctldHost": [
-            "research-controller-0(research-controller-0.research-controller)",
-            "research-controller-1(research-controller-1.research-controller)"]}),
+            "research-controller-0(research-slurmctld-0)",
+            "research-controller-1(research-slurmctld-1)"]}),
         ("spec.slurm.constrainWithCgroups", True, {"ProctrackType": ["proctrack/cgroup"], "TaskPlugin": ["task/cgroup,task/affinity"]}),
         ("spec.slurm.constrainWithCgroups", False, {"ProctrackType": ["proctrack/linuxproc"], "TaskPlugin": ["task/none"]}),
         ("spec.slurmConf", {"MaxJobCount": "20000"}, {"MaxJobCount": ["20000"]}),

@@ -19,7 +19,14 @@ from .login_statefulset import login_stateful_set
 from .mariadb_statefulset import mariadb_stateful_set
 from .metadata import owner_reference
 from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret
-from .services import accounting_service, controller_service, login_service, mariadb_service, node_set_service
+from .services import (
+    accounting_service,
+    controller_address_services,
+    controller_service,
+    login_service,
+    mariadb_service,
+    node_set_service,
+)
 from .slurmd_statefulset import slurmd_stateful_set
 from .slurmdbd_conf import render_slurmdbd_conf
 
@@ -59,6 +66,7 @@ def cluster_objects(
         slurm_config_map(cluster, files),
         controller_state_claim(cluster),
         controller_service(cluster),
+        *controller_address_services(cluster),
         controller_stateful_set(cluster, files),
     ]
     if cluster.spec.controller.backup:

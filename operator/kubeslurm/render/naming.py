@@ -2,7 +2,9 @@
 
 Pod names are Slurm host names, so they are stable: a replaced pod returns as
 the same Slurm node. Addresses are `<pod>.<headless service>`, which resolve
-through the pod's DNS search path in any cluster domain.
+through the pod's DNS search path in any cluster domain -- except slurmctld's:
+each controller pod has its own ClusterIP Service, whose address outlives the pod
+(see controller_hosts).
 """
 
 from dataclasses import dataclass
@@ -24,9 +26,19 @@ def controller_statefulset(cluster: str) -> str:
 
 
 def controller_hosts(cluster: str, backup: bool) -> list[Host]:
+    """slurmctld's host names (its pods') and addresses (their ClusterIP Services).
+
+    Not the pods' own DNS names: a replaced controller pod has a new IP, and DNS caches
+    (CoreDNS answers with a 30 s TTL) would send sbatch and slurmd to the dead one for
+    that long after a failover. A Service's virtual IP stays the same."""
     statefulset = controller_statefulset(cluster)
     count = 2 if backup else 1
-    return [Host(f"{statefulset}-{i}", f"{statefulset}-{i}.{statefulset}") for i in range(count)]
+    return [Host(f"{statefulset}-{i}", controller_address(cluster, i)) for i in range(count)]
+
+
+def controller_address(cluster: str, ordinal: int) -> str:
+    """The ClusterIP Service of controller pod `ordinal`."""
+    return f"{cluster}-slurmctld-{ordinal}"
 
 
 def conf_server(cluster: str, backup: bool) -> str:

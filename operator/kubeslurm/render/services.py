@@ -1,7 +1,10 @@
-"""Headless Services: they give StatefulSet pods the stable DNS names Slurm addresses them by.
+"""Services: the stable names Slurm addresses its daemons by.
 
-`<pod>.<service>` resolves through the pod's DNS search path, which is how
-slurm.conf names slurmctld (SlurmctldHost) and slurmdbd (AccountingStorageHost).
+Headless ones give StatefulSet pods DNS names: `<pod>.<service>` resolves through
+the pod's DNS search path, which is how slurm.conf names slurmdbd
+(AccountingStorageHost) and how slurmctld reaches slurmd and login pods. Each
+slurmctld pod also gets a ClusterIP Service (SlurmctldHost's address, slurmd's and
+sackd's --conf-server): its virtual IP survives the pod, see naming.controller_hosts.
 """
 
 from ..api import NodeSet, SlurmCluster
@@ -39,6 +42,28 @@ def controller_service(cluster: SlurmCluster) -> dict:
         naming.controller_statefulset(name), cluster, name, labels.CONTROLLER,
         [("slurmctld", naming.SLURMCTLD_PORT)], publish_not_ready=True,
     )
+
+
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+
+
+def controller_address_services(cluster: SlurmCluster) -> list[dict]:
+    name = cluster.metadata.name
+    services = []
+    for ordinal, host in enumerate(naming.controller_hosts(name, cluster.spec.controller.backup)):
+        selector = {**labels.selector_labels(name, labels.CONTROLLER), POD_NAME_LABEL: host.name}
+        services.append({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": object_meta(naming.controller_address(name, ordinal), cluster,
+                                    labels.object_labels(name, labels.CONTROLLER)),
+            # Not-ready addresses too: slurmd must reach a starting slurmctld, and a backup is
+            # never "ready" the way a primary is.
+            "spec": {"selector": selector, "publishNotReadyAddresses": True,
+                     "ports": [{"name": "slurmctld", "port": naming.SLURMCTLD_PORT,
+                                "targetPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}]},
+        })
+    return services
 
 
 def accounting_service(cluster: SlurmCluster) -> dict:

@@ -1,0 +1,212 @@
+"""Slurm on kubeslurm vs. the same Slurm started natively, on the same machine in the same run.
+
+    python benchmarks/cluster_bench.py [--jobs 200] [--manifest examples/demo.yaml] [--json]
+
+On Kubernetes (the local four-node cluster, started and stopped here unless one is already up,
+or $KUBECONFIG with --kubeconfig), with the operator installed by its helm chart:
+  - apply -> idle: from `kubectl apply` of the manifest to every node idle in sinfo (login pod)
+  - scale-up latency: `kubectl scale nodeset cpu` 1 -> 3 to the new nodes idle
+  - job throughput: --jobs trivial batch jobs through the login pod (benchmarks/job_throughput.py)
+  - the operator's CPU and memory (its container's cgroup): while idle, and over the measured steps
+Natively (benchmarks/native_slurm.py: the rendered configs on real daemons in network namespaces):
+  - start -> idle (the manifest as written) and the same job throughput on the same topology
+    (the cpu NodeSet at 3 replicas, as on Kubernetes after the scale-up).
+Prints a table (or JSON) with both and their ratios. Figures, not pass/fail: no target is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from benchmarks import job_throughput  # noqa: E402
+from e2e import deployment  # noqa: E402
+from e2e.deployment import OPERATOR_NAMESPACE, OPERATOR_RELEASE, Kube  # noqa: E402
+
+NAMESPACE = "bench"
+IDLE_SAMPLE_SECONDS = 30
+NODES = 4
+
+
+def say(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+class OperatorUsage:
+    """CPU seconds and memory of the operator container, read from its cgroup (v1 or v2)."""
+
+    SCRIPT = ("if [ -f /sys/fs/cgroup/cpu.stat ]; then "
+              "echo cpu_us $(awk '/^usage_usec/{print $2}' /sys/fs/cgroup/cpu.stat); "
+              "echo rss $(awk '/^anon /{print $2}' /sys/fs/cgroup/memory.stat); "
+              "echo peak $(cat /sys/fs/cgroup/memory.peak 2>/dev/null || echo 0); "
+              "else echo cpu_us $(( $(cat /sys/fs/cgroup/cpuacct/cpuacct.usage) / 1000 )); "
+              "echo rss $(awk '/^total_rss /{print $2}' /sys/fs/cgroup/memory/memory.stat); "
+              "echo peak $(cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes); fi")
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+
+    def sample(self) -> dict[str, float]:
+        pods = self.kube.get("pods", "-n", OPERATOR_NAMESPACE,
+                             "-l", f"app.kubernetes.io/instance={OPERATOR_RELEASE}")["items"]
+        pod = next(p["metadata"]["name"] for p in pods if p.get("status", {}).get("phase") == "Running")
+        out = self.kube.run("exec", "-n", OPERATOR_NAMESPACE, pod, "--", "sh", "-c", self.SCRIPT).stdout
+        values = dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+        return {"cpu_s": int(values["cpu_us"]) / 1e6, "rss_mib": int(values["rss"]) / 2**20,
+                "peak_mib": int(values["peak"]) / 2**20, "t": time.monotonic()}
+
+
+def cpu_percent(before: dict, after: dict) -> float:
+    return 100 * (after["cpu_s"] - before["cpu_s"]) / max(after["t"] - before["t"], 1e-9)
+
+
+def wait_idle(kube: Kube, names: set[str], timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = kube.exec(NAMESPACE, "research-login-0", "login", ["sinfo", "-N", "-h", "-o", "%N %t"],
+                           check=False, timeout=30)
+        states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
+        if result.returncode == 0 and all(states.get(n) == "idle" for n in names):
+            return
+        time.sleep(1)
+    raise deployment.DeploymentError(f"nodes {sorted(names)} not idle within {timeout:.0f} s")
+
+
+def with_cpu_replicas(manifest: Path, replicas: int) -> list[dict]:
+    documents = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+    for document in documents:
+        if document["kind"] == "NodeSet" and document["metadata"]["name"] == "cpu":
+            document["spec"]["replicas"] = replicas
+    return documents
+
+
+def node_names(documents: list[dict]) -> set[str]:
+    return {f"{d['metadata']['name']}-{i}" for d in documents if d["kind"] == "NodeSet"
+            for i in range(d["spec"].get("replicas", 1))}
+
+
+def kubernetes_half(kube: Kube, local: bool, manifest: Path, jobs: int) -> dict:
+    images = deployment.build_images()
+    if local:
+        deployment.load_into_local_cluster(images)
+    deployment.install_operator(kube.kubeconfig, images, local=local)
+    kube.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
+    kube.ensure_namespace(NAMESPACE)
+    documents = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+    for document in documents:
+        document["metadata"]["namespace"] = NAMESPACE
+    usage = OperatorUsage(kube)
+    idle_before = usage.sample()
+    time.sleep(IDLE_SAMPLE_SECONDS)
+    idle_after = usage.sample()
+    result = {"operator_idle_cpu_percent": cpu_percent(idle_before, idle_after),
+              "operator_idle_rss_mib": idle_after["rss_mib"]}
+
+    say("apply -> every node idle")
+    t0 = time.monotonic()
+    kube.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
+    wait_idle(kube, node_names(documents))
+    result["apply_to_idle_s"] = time.monotonic() - t0
+    deployment.wait_usable(kube, NAMESPACE, "research", 600, report=say)
+
+    say("scale-up cpu 1 -> 3")
+    t0 = time.monotonic()
+    kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=3")
+    wait_idle(kube, {"cpu-0", "cpu-1", "cpu-2"})
+    result["scale_up_1_to_3_s"] = time.monotonic() - t0
+
+    say(f"{jobs} jobs through the login pod (cpu partition: 3 nodes)")
+    throughput = job_throughput.measure_throughput(
+        lambda script, timeout: kube.exec(NAMESPACE, "research-login-0", "login",
+                                          ["runuser", "-l", "alice", "-c", script], timeout=timeout).stdout,
+        jobs, "cpu")
+    result.update({key: throughput[key] for key in ("jobs", "throughput_jobs_per_s", "jobs_completed")})
+
+    story_end = usage.sample()
+    result["operator_story_cpu_percent"] = cpu_percent(idle_after, story_end)
+    result["operator_story_rss_mib"] = story_end["rss_mib"]
+    result["operator_peak_mib"] = story_end["peak_mib"]
+    kube.run("delete", "namespace", NAMESPACE, "--timeout=300s", check=False)
+    return result
+
+
+def local_cluster():
+    from e2e.cluster.local_cluster import LocalCluster
+
+    return LocalCluster(nodes=NODES)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--manifest", type=Path, default=ROOT / "examples" / "demo.yaml")
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--kubeconfig", help="use this cluster (images must be pullable there)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    os.chdir(ROOT)
+
+    started = None
+    if args.kubeconfig:
+        kube, local = Kube(args.kubeconfig), False
+    else:
+        cluster = local_cluster()
+        if not cluster.is_healthy():
+            cluster.up()
+            started = cluster
+        kube, local = Kube(str(cluster.kubeconfig_path)), True
+    try:
+        k8s = kubernetes_half(kube, local, args.manifest, args.jobs)
+    finally:
+        if started is not None:
+            started.down()
+
+    from benchmarks.native_slurm import run_native_bench
+
+    say("the same topologies natively: the manifest as written (start), the cpu NodeSet at 3 replicas (jobs)")
+    native = {"start_to_idle_s": run_native_bench(args.manifest, jobs=0)["start_to_idle_s"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        scaled = Path(tmp) / "scaled.yaml"
+        scaled.write_text("\n---\n".join(yaml.safe_dump(d) for d in with_cpu_replicas(args.manifest, 3)))
+        jobs = run_native_bench(scaled, jobs=args.jobs)
+    native.update(throughput_jobs_per_s=jobs["throughput_jobs_per_s"], jobs_completed=jobs["jobs_completed"])
+    report = {"kubernetes": k8s, "native": native,
+              "ratio_apply_to_idle_vs_native_start": k8s["apply_to_idle_s"] / native["start_to_idle_s"],
+              "ratio_throughput_k8s_vs_native": k8s["throughput_jobs_per_s"] / native["throughput_jobs_per_s"]}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report)
+    return 0
+
+
+def print_table(report: dict) -> None:
+    k8s, native = report["kubernetes"], report["native"]
+    rows = [
+        ("start -> every node idle", f"{k8s['apply_to_idle_s']:.1f} s", f"{native['start_to_idle_s']:.1f} s",
+         f"{report['ratio_apply_to_idle_vs_native_start']:.1f}x"),
+        ("scale-up 1 -> 3 nodes idle", f"{k8s['scale_up_1_to_3_s']:.1f} s", "-", "-"),
+        (f"throughput ({k8s['jobs']} jobs)", f"{k8s['throughput_jobs_per_s']:.1f} jobs/s",
+         f"{native['throughput_jobs_per_s']:.1f} jobs/s", f"{report['ratio_throughput_k8s_vs_native']:.2f}"),
+        ("jobs COMPLETED", str(k8s["jobs_completed"]), str(native["jobs_completed"]), "-"),
+        ("operator idle", f"{k8s['operator_idle_cpu_percent']:.1f}% CPU, {k8s['operator_idle_rss_mib']:.0f} MiB",
+         "-", "-"),
+        ("operator during the steps", f"{k8s['operator_story_cpu_percent']:.1f}% CPU, "
+         f"{k8s['operator_story_rss_mib']:.0f} MiB (peak {k8s['operator_peak_mib']:.0f} MiB)", "-", "-"),
+    ]
+    print(f"{'':32} {'kubeslurm':>36} {'native':>14} {'ratio':>7}")
+    for name, a, b, c in rows:
+        print(f"{name:32} {a:>36} {b:>14} {c:>7}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
