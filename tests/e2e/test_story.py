@@ -316,8 +316,10 @@ def test_added_partition_reaches_slurm_without_losing_running_jobs(story):
 
 
 def test_every_submitted_job_completed(story):
-    rows = [line.split("|") for line in story.sh(
-        f"sacct -a -n -X -P -S {story.started} -o JobID,State").split("\n") if line]
+    # slurmdbd may be on its way back from the lost node: self-healing, not a manual step.
+    out = wait_for(lambda: (True, story.sh(f"sacct -a -n -X -P -S {story.started} -o JobID,State")),
+                   180, "sacct answers")
+    rows = [line.split("|") for line in out.split("\n") if line]
     final = dict(rows)  # without -D, sacct shows each job's last run
     print(f"jobs submitted in the story: {len(story.submitted)}; COMPLETED in sacct: "
           f"{sum(1 for j in story.submitted if final.get(j) == 'COMPLETED')}", flush=True)

@@ -386,7 +386,7 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     (slurm_root / "etc/slurm").mkdir()
     make_empty_dirs(slurm_root, acct)
     # The init waits for the database Service; here the database is MariaDB on 127.0.0.1:port.
-    init = [part.replace("/dev/tcp/research-mariadb/3306", f"/dev/tcp/127.0.0.1/{port}")
+    init = [part.replace("/dev/tcp/research-database/3306", f"/dev/tcp/127.0.0.1/{port}")
             for part in acct["initContainers"][0]["command"]]
     assert init != acct["initContainers"][0]["command"], "the init no longer waits for the database"
     rc, out = run_in_root(slurm_root, init, timeout=60)

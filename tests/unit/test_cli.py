@@ -28,7 +28,7 @@ def test_render_prints_every_kubernetes_object_as_yaml(capsys):
     assert names == {
         ("Secret", "research-auth-key"), ("Secret", "research-mariadb-password"), ("Secret", "research-slurmdbd-config"),
         ("ConfigMap", "research-slurm-config"), ("PersistentVolumeClaim", "research-controller-state"),
-        ("Service", "research-controller"), ("Service", "research-slurmctld-0"), ("StatefulSet", "research-controller"),
+        ("Service", "research-controller"), ("Service", "research-slurmctld-0"), ("Service", "research-slurmdbd"), ("Service", "research-database"), ("StatefulSet", "research-controller"),
         ("Service", "research-accounting"), ("StatefulSet", "research-accounting"),
         ("Service", "research-mariadb"), ("StatefulSet", "research-mariadb"),
         ("Service", "research-login"), ("StatefulSet", "research-login"),

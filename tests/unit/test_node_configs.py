@@ -96,7 +96,7 @@ def test_no_topology_no_file():
 
 def test_slurmdbd_conf_internal_and_external():
     internal = render_slurmdbd_conf(parse_object(CLUSTER), "s3cret")
-    assert "StorageHost=research-mariadb" in internal and "StoragePass=s3cret" in internal
+    assert "StorageHost=research-database" in internal and "StoragePass=s3cret" in internal
     assert "AuthType=auth/slurm" in internal and "DbdHost=localhost" in internal
     external = parse_object(set_path(CLUSTER, "spec.accounting.database", {
         "external": {"host": "db.example", "port": 3307, "user": "acct", "database": "acct_db", "passwordSecretRef": {"name": "db"}}}))

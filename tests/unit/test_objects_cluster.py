@@ -65,17 +65,21 @@ def test_pods_select_by_their_template_labels():
         if obj["kind"] == "StatefulSet":
             selector = obj["spec"]["selector"]["matchLabels"]
             assert selector.items() <= obj["spec"]["template"]["metadata"]["labels"].items()
-    services = {o["metadata"]["name"]: o["spec"] for o in everything() if o["kind"] == "Service"}
-    controller_pod = find(everything(), "StatefulSet", "research-controller")["spec"]["template"]["metadata"]
+    objects = everything()
+    services = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Service"}
+    # Virtual IPs for the daemons Slurm addresses by name: they survive the pods (naming.controller_hosts).
+    virtual = {"research-slurmctld-0": "research-controller", "research-slurmdbd": "research-accounting",
+               "research-database": "research-mariadb"}
     for name, spec in services.items():
-        if name.startswith("research-slurmctld-"):
-            # A virtual IP per controller pod: its address survives the pod (naming.controller_hosts).
-            assert "clusterIP" not in spec
-            pod = spec["selector"].pop("statefulset.kubernetes.io/pod-name")
-            assert pod == "research-controller-" + name.rsplit("-", 1)[1]
-            assert spec["selector"].items() <= controller_pod["labels"].items()
-        else:
+        if name not in virtual:
             assert spec["clusterIP"] == "None", name
+            continue
+        assert "clusterIP" not in spec, name
+        pod_labels = find(objects, "StatefulSet", virtual[name])["spec"]["template"]["metadata"]["labels"]
+        selector = dict(spec["selector"])
+        if name == "research-slurmctld-0":
+            assert selector.pop("statefulset.kubernetes.io/pod-name") == "research-controller-0"
+        assert selector.items() <= pod_labels.items(), name
 
 
 LONGEST = "a" * 40
@@ -136,7 +140,7 @@ def test_external_database_is_what_slurmdbd_talks_to():
 
 def test_internal_database_gets_its_password_by_reference_only():
     objects = everything()
-    assert "StorageHost=research-mariadb\n" in _slurmdbd_conf(objects)
+    assert "StorageHost=research-database\n" in _slurmdbd_conf(objects)
     mariadb = find(objects, "StatefulSet", "research-mariadb")["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e for e in mariadb["env"]}
     assert env["MARIADB_PASSWORD"] == {
@@ -349,7 +353,7 @@ def test_slurmdbd_starts_only_once_the_database_accepts_connections():
     objects = everything()
     pod = find(objects, "StatefulSet", "research-accounting")["spec"]["template"]["spec"]
     script = pod["initContainers"][0]["command"][-1]
-    assert "until timeout 3 bash -c '</dev/tcp/research-mariadb/3306'" in script
+    assert "until timeout 3 bash -c '</dev/tcp/research-database/3306'" in script
     # the key and slurmdbd.conf are installed first; the wait ends the script
     assert script.index("/etc/slurm-key/slurm.key") < script.index("/dev/tcp")
     assert script.rstrip().endswith("done")

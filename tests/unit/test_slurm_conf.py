@@ -72,7 +72,7 @@ def test_accounting_off_leaves_no_accounting_lines():
 def test_accounting_on_points_at_the_slurmdbd_service():
     got = settings(render())
     assert got["AccountingStorageType"] == ["accounting_storage/slurmdbd"]
-    assert got["AccountingStorageHost"] == ["research-accounting"]
+    assert got["AccountingStorageHost"] == ["research-slurmdbd"]
     assert got["AccountingStorageTRES"] == ["gres/gpu,gres/gpu:h100"]
 
 

@@ -23,9 +23,11 @@ from .services import (
     accounting_service,
     controller_address_services,
     controller_service,
+    database_address_service,
     login_service,
     mariadb_service,
     node_set_service,
+    slurmdbd_address_service,
 )
 from .slurmd_statefulset import slurmd_stateful_set
 from .slurmdbd_conf import render_slurmdbd_conf
@@ -82,10 +84,11 @@ def cluster_objects(
         objects += [
             slurmdbd_config_secret(cluster, slurmdbd_conf),
             accounting_service(cluster),
+            slurmdbd_address_service(cluster),
             accounting_stateful_set(cluster, slurmdbd_conf),
         ]
         if accounting.database.internal is not None:
-            objects += [mariadb_service(cluster), mariadb_stateful_set(cluster)]
+            objects += [mariadb_service(cluster), database_address_service(cluster), mariadb_stateful_set(cluster)]
     objects += [login_service(cluster), login_stateful_set(cluster)]
     return objects
 

@@ -2,9 +2,9 @@
 
 Pod names are Slurm host names, so they are stable: a replaced pod returns as
 the same Slurm node. Addresses are `<pod>.<headless service>`, which resolve
-through the pod's DNS search path in any cluster domain -- except slurmctld's:
-each controller pod has its own ClusterIP Service, whose address outlives the pod
-(see controller_hosts).
+through the pod's DNS search path in any cluster domain -- except the addresses of
+slurmctld, slurmdbd and the internal database: those are ClusterIP Services, whose
+virtual IPs outlive the pods (see controller_hosts).
 """
 
 from dataclasses import dataclass
@@ -28,9 +28,12 @@ def controller_statefulset(cluster: str) -> str:
 def controller_hosts(cluster: str, backup: bool) -> list[Host]:
     """slurmctld's host names (its pods') and addresses (their ClusterIP Services).
 
-    Not the pods' own DNS names: a replaced controller pod has a new IP, and DNS caches
-    (CoreDNS answers with a 30 s TTL) would send sbatch and slurmd to the dead one for
-    that long after a failover. A Service's virtual IP stays the same."""
+    Not the pods' own DNS names: a replaced pod has a new IP, and DNS caches (CoreDNS
+    answers with a 30 s TTL, and each replica caches on its own, also "no such name"
+    while a headless Service has no ready pod) would send sbatch and slurmd to the dead
+    pod, or nowhere, for that long after a failover. A Service's virtual IP stays the same.
+    Seen in the e2e tier: sbatch refused right after the new slurmctld answered a ping, and
+    a slurmdbd that started with its database moving never listened."""
     statefulset = controller_statefulset(cluster)
     count = 2 if backup else 1
     return [Host(f"{statefulset}-{i}", controller_address(cluster, i)) for i in range(count)]
@@ -71,6 +74,16 @@ def mariadb_service(cluster: str) -> str:
 
 def mariadb_statefulset(cluster: str) -> str:
     return mariadb_service(cluster)
+
+
+def slurmdbd_address(cluster: str) -> str:
+    """slurmdbd's ClusterIP Service (AccountingStorageHost): see controller_hosts for why not the pod's name."""
+    return f"{cluster}-slurmdbd"
+
+
+def database_address(cluster: str) -> str:
+    """The internal database's ClusterIP Service (slurmdbd.conf StorageHost)."""
+    return f"{cluster}-database"
 
 
 def login_statefulset(cluster: str) -> str:

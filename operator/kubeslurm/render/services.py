@@ -1,10 +1,10 @@
 """Services: the stable names Slurm addresses its daemons by.
 
 Headless ones give StatefulSet pods DNS names: `<pod>.<service>` resolves through
-the pod's DNS search path, which is how slurm.conf names slurmdbd
-(AccountingStorageHost) and how slurmctld reaches slurmd and login pods. Each
+the pod's DNS search path, which is how slurmctld reaches slurmd and login pods. Each
 slurmctld pod also gets a ClusterIP Service (SlurmctldHost's address, slurmd's and
-sackd's --conf-server): its virtual IP survives the pod, see naming.controller_hosts.
+sackd's --conf-server), and so do slurmdbd (AccountingStorageHost) and the internal
+database (StorageHost): a virtual IP survives the pod, see naming.controller_hosts.
 """
 
 from ..api import NodeSet, SlurmCluster
@@ -47,23 +47,41 @@ def controller_service(cluster: SlurmCluster) -> dict:
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 
 
+def _virtual_ip_service(name: str, cluster: SlurmCluster, component: str, port: tuple[str, int],
+                        publish_not_ready: bool, pod: str | None = None) -> dict:
+    selector = labels.selector_labels(cluster.metadata.name, component)
+    if pod is not None:
+        selector[POD_NAME_LABEL] = pod
+    spec: dict = {"selector": selector,
+                  "ports": [{"name": port[0], "port": port[1], "targetPort": port[1], "protocol": "TCP"}]}
+    if publish_not_ready:
+        spec["publishNotReadyAddresses"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(name, cluster, labels.object_labels(cluster.metadata.name, component)),
+        "spec": spec,
+    }
+
+
 def controller_address_services(cluster: SlurmCluster) -> list[dict]:
-    name = cluster.metadata.name
-    services = []
-    for ordinal, host in enumerate(naming.controller_hosts(name, cluster.spec.controller.backup)):
-        selector = {**labels.selector_labels(name, labels.CONTROLLER), POD_NAME_LABEL: host.name}
-        services.append({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": object_meta(naming.controller_address(name, ordinal), cluster,
-                                    labels.object_labels(name, labels.CONTROLLER)),
-            # Not-ready addresses too: slurmd must reach a starting slurmctld, and a backup is
-            # never "ready" the way a primary is.
-            "spec": {"selector": selector, "publishNotReadyAddresses": True,
-                     "ports": [{"name": "slurmctld", "port": naming.SLURMCTLD_PORT,
-                                "targetPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}]},
-        })
-    return services
+    # Not-ready addresses too: slurmd must reach a starting slurmctld, and a backup is
+    # never "ready" the way a primary is.
+    hosts = naming.controller_hosts(cluster.metadata.name, cluster.spec.controller.backup)
+    return [_virtual_ip_service(naming.controller_address(cluster.metadata.name, ordinal), cluster, labels.CONTROLLER,
+                                ("slurmctld", naming.SLURMCTLD_PORT), publish_not_ready=True, pod=host.name)
+            for ordinal, host in enumerate(hosts)]
+
+
+def slurmdbd_address_service(cluster: SlurmCluster) -> dict:
+    return _virtual_ip_service(naming.slurmdbd_address(cluster.metadata.name), cluster, labels.ACCOUNTING,
+                               ("slurmdbd", naming.SLURMDBD_PORT), publish_not_ready=False)
+
+
+def database_address_service(cluster: SlurmCluster) -> dict:
+    # Ready pods only: slurmdbd's init waits until this address accepts connections.
+    return _virtual_ip_service(naming.database_address(cluster.metadata.name), cluster, labels.DATABASE,
+                               ("mariadb", naming.MARIADB_PORT), publish_not_ready=False)
 
 
 def accounting_service(cluster: SlurmCluster) -> dict:

@@ -179,7 +179,7 @@ def render_slurm_conf(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
         priority_type="priority/multifactor" if fair_share_active(cluster) else "priority/basic",
         decay_half_life=spec.scheduling.fair_share.decay_half_life if fair_share_active(cluster) else None,
         preempt_type=PREEMPT_TYPES[spec.scheduling.preemption],
-        accounting_host=naming.accounting_service(cluster.metadata.name) if spec.accounting.enabled else None,
+        accounting_host=naming.slurmdbd_address(cluster.metadata.name) if spec.accounting.enabled else None,
         topology_plugin=None if spec.topology is None else f"topology/{spec.topology.plugin}",
         tunables=_user_overrides(cluster, tunables),
         node_sets=[

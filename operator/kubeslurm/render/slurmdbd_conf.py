@@ -20,7 +20,7 @@ def database_connection(cluster: SlurmCluster) -> DatabaseConnection:
     if database.external is not None:
         ext = database.external
         return DatabaseConnection(ext.host, ext.port, ext.user, ext.database)
-    return DatabaseConnection(naming.mariadb_service(cluster.metadata.name), naming.MARIADB_PORT, "slurm", "slurm_acct_db")
+    return DatabaseConnection(naming.database_address(cluster.metadata.name), naming.MARIADB_PORT, "slurm", "slurm_acct_db")
 
 
 def render_slurmdbd_conf(cluster: SlurmCluster, database_password: str) -> str:
