@@ -385,11 +385,12 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     shutil.rmtree(slurm_root / "etc/slurm", ignore_errors=True)
     (slurm_root / "etc/slurm").mkdir()
     make_empty_dirs(slurm_root, acct)
-    # The init waits for the database Service; here the database is MariaDB on 127.0.0.1:port.
-    init = [part.replace("/dev/tcp/research-database/3306", f"/dev/tcp/127.0.0.1/{port}")
-            for part in acct["initContainers"][0]["command"]]
-    assert init != acct["initContainers"][0]["command"], "the init no longer waits for the database"
-    rc, out = run_in_root(slurm_root, init, timeout=60)
+    # The init waits for the database Service named in its env; here the database is MariaDB on 127.0.0.1:port.
+    init = acct["initContainers"][0]
+    init_env = {e["name"]: e["value"] for e in init["env"]}
+    assert init_env == {"DATABASE_HOST": "research-database", "DATABASE_PORT": "3306"}, "the init no longer waits for the database"
+    init_env.update(DATABASE_HOST="127.0.0.1", DATABASE_PORT=str(port))
+    rc, out = run_in_root(slurm_root, init["command"], timeout=60, env=init_env)
     assert rc == 0, out
     dbd_log = tmp_path / "slurmdbd.log"
     dbd = root_processes(slurm_root, acct["containers"][0]["command"], log=dbd_log)

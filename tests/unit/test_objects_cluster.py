@@ -353,7 +353,11 @@ def test_slurmdbd_starts_only_once_the_database_accepts_connections():
     objects = everything()
     pod = find(objects, "StatefulSet", "research-accounting")["spec"]["template"]["spec"]
     script = pod["initContainers"][0]["command"][-1]
-    assert "until timeout 3 bash -c '</dev/tcp/research-database/3306'" in script
+    # the address reaches the shell as data (env), never as script text
+    assert {"name": "DATABASE_HOST", "value": "research-database"} in pod["initContainers"][0]["env"]
+    assert {"name": "DATABASE_PORT", "value": "3306"} in pod["initContainers"][0]["env"]
+    assert """until timeout 3 bash -c '< "/dev/tcp/$1/$2"' wait-for-database "$DATABASE_HOST" "$DATABASE_PORT" """ in script
+    assert "research-database" not in script
     # the key and slurmdbd.conf are installed first; the wait ends the script
     assert script.index("/etc/slurm-key/slurm.key") < script.index("/dev/tcp")
     assert script.rstrip().endswith("done")

@@ -2,6 +2,7 @@
 
 import pytest
 
+from kubeslurm.api import ManifestError
 from kubeslurm.render import labels
 from kubeslurm.render.cluster_objects import node_set_objects
 from kubeslurm.render.pod_template_merge import merge_pod_template
@@ -128,7 +129,7 @@ def test_node_set_of_another_cluster_is_refused():
         node_set_objects(cluster, node_set)
 
 
-# spec.podTemplate merged over the operator's template
+# spec.podTemplate merged over the operator's template (what it may not change: test_pod_template_refusals)
 SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
 
 
@@ -143,8 +144,6 @@ SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
          and t["metadata"]["annotations"]["example.com/a"] == "b"),
         ({"metadata": {"labels": {labels.NODE_SET: "hijacked"}}},
          lambda t: t["metadata"]["labels"][labels.NODE_SET] == "h100"),
-        ({"spec": {"containers": [SIDECAR]}},
-         lambda t: [c["name"] for c in t["spec"]["containers"]] == ["slurmd", "metrics"] and container(t, "metrics") == SIDECAR),
         ({"spec": {"volumes": [{"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}}],
                    "containers": [{"name": "slurmd", "volumeMounts": [{"name": "datasets", "mountPath": "/datasets"}]}]}},
          lambda t: t["spec"]["volumes"][-1]["name"] == "datasets"
@@ -153,15 +152,38 @@ SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
          and len(container(t)["volumeMounts"]) == 8),
         ({"spec": {"containers": [{"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]}},
          lambda t: [e["name"] for e in container(t)["env"]] == ["POD_NAME", "NCCL_DEBUG"]),
-        ({"spec": {"priorityClassName": "hpc", "hostNetwork": True}},
-         lambda t: t["spec"]["priorityClassName"] == "hpc" and t["spec"]["hostNetwork"] is True),
-        ({"spec": {"containers": [{"name": "slurmd", "readinessProbe": None}]}},
-         lambda t: "readinessProbe" not in container(t)),
+        ({"spec": {"priorityClassName": "hpc", "nodeSelector": {"example.com/pool": "gpu"},
+                   "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}]}},
+         lambda t: t["spec"]["priorityClassName"] == "hpc" and t["spec"]["nodeSelector"] == {"example.com/pool": "gpu"}
+         and t["spec"]["topologySpreadConstraints"][0]["maxSkew"] == 1 and "hostNetwork" not in t["spec"]),
+        ({"spec": {"containers": [{"name": "slurmd", "resources": {"limits": {"ephemeral-storage": "10Gi"}}}]}},
+         lambda t: container(t)["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8", "ephemeral-storage": "10Gi"}
+         and container(t)["resources"]["requests"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8"}),
     ],
-    ids=["image-override", "labels-merge", "selector-labels-win", "sidecar", "volume", "env-merge", "spec-field", "null-removes"],
+    ids=["image-override", "labels-merge", "selector-labels-win", "volume", "env-merge", "spec-field", "extra-resource"],
 )
 def test_pod_template_merges_over_ours(pod_template, check):
     assert check(template_of(set_path(GPU_NODES, "spec.podTemplate", pod_template)))
+
+
+# What podTemplate may not do: each refused by the model, naming the field and what is allowed.
+REFUSED_POD_TEMPLATES = [
+    ({"spec": {"containers": [SIDECAR]}}, "spec.podTemplate.spec.containers[0].name", "only the container named slurmd"),
+    ({"spec": {"hostNetwork": True}}, "spec.podTemplate.spec.hostNetwork", "not allowed in a podTemplate"),
+    ({"spec": {"containers": [{"name": "slurmd", "readinessProbe": None}]}},
+     "spec.podTemplate.spec.containers[0].readinessProbe", "not allowed in a podTemplate"),
+    ({"spec": {"containers": [{"name": "slurmd", "image": None}]}},
+     "spec.podTemplate.spec.containers[0].image", "null is not allowed"),
+    ({"metadata": "oops"}, "spec.podTemplate.metadata", "valid dictionary"),
+]
+
+
+@pytest.mark.parametrize("pod_template,field,message", REFUSED_POD_TEMPLATES, ids=["sidecar", "host-network", "probe", "null", "malformed"])
+def test_pod_template_refusals(pod_template, field, message):
+    with pytest.raises(ManifestError) as error:
+        load_with_uids(CLUSTER, set_path(GPU_NODES, "spec.podTemplate", pod_template))
+    assert f"{field}: " in str(error.value) and message in str(error.value)
+    assert "may set only metadata.labels" in str(error.value) or "hostNetwork" not in field
 
 
 @pytest.mark.parametrize(

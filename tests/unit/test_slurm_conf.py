@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from kubeslurm.api import load_documents
+from kubeslurm.api import ManifestError, load_documents
 from kubeslurm.render.errors import RenderError
 from kubeslurm.render.slurm_conf import DEFAULT_TUNABLES, FAIR_SHARE_TUNABLES, ACCOUNTING_TUNABLES, OWNED_KEYS, render_slurm_conf
 
@@ -97,10 +97,12 @@ def test_owned_keys_are_refused_with_what_to_change_instead(key):
     assert "instead" in str(error.value)
 
 
-@pytest.mark.parametrize("key,value,message", [("Max Job", "1", "letters and digits"), ("MaxJobCount", "1\nNodeName=x", "one non-empty line")])
+# Refused by the model now (so also by the CRD at kubectl apply), before any renderer runs.
+@pytest.mark.parametrize("key,value,message", [("Max Job", "1", "letters and digits"), ("MaxJobCount", "1\nNodeName=x", "one word")])
 def test_malformed_extra_keys_are_refused(key, value, message):
-    with pytest.raises(RenderError, match=message):
+    with pytest.raises(ManifestError, match=message) as error:
         render(set_path(CLUSTER, "spec.slurmConf", {key: value}))
+    assert f"spec.slurmConf.{key}" in str(error.value)
 
 
 def test_partition_naming_a_missing_node_set_says_which_and_what_exists():

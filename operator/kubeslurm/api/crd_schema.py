@@ -21,6 +21,19 @@ def _resolve(node, defs):
     return node
 
 
+def _property_names_rule(names: dict) -> dict:
+    checks, allowed = [], []
+    if "pattern" in names:
+        checks.append(f"k.matches(r'{names['pattern']}')")
+        allowed.append(f"match {names['pattern']}")
+    if "maxLength" in names:
+        checks.append(f"k.size() <= {names['maxLength']}")
+        allowed.append(f"have at most {names['maxLength']} characters")
+    if not checks or set(names) - {"pattern", "maxLength"}:
+        raise ValueError(f"cannot express propertyNames {names} in a CEL rule")
+    return {"rule": f"self.all(k, {' && '.join(checks)})", "message": f"keys must {' and '.join(allowed)}"}
+
+
 def structural(node: dict, defs: dict) -> dict:
     node = _resolve(node, defs)
     out: dict = {}
@@ -32,7 +45,11 @@ def structural(node: dict, defs: dict) -> dict:
         if types == ["integer", "string"]:
             # int | str: a Kubernetes int-or-string; a string pattern moves into CEL
             out["x-kubernetes-int-or-string"] = True
-            pattern = next((b.get("pattern") for b in non_null if b.get("type") == "string"), None)
+            string = next(b for b in non_null if b.get("type") == "string")
+            pattern = string.get("pattern")
+            if "maxLength" in string:
+                # bounds the CEL rule's cost: the API server refuses unbounded strings in matches()
+                out["maxLength"] = string["maxLength"]
             if pattern:
                 out["x-kubernetes-validations"] = [
                     {"rule": _INT_OR_STRING_RULE.format(pattern=pattern), "message": f"must be an integer or match {pattern}"}
@@ -51,6 +68,18 @@ def structural(node: dict, defs: dict) -> dict:
     for key, value in node.items():
         if key in _DROP or key == "$defs":
             continue
+        if key == "propertyNames":
+            # A structural schema has no propertyNames: map keys are checked by a CEL rule instead.
+            out.setdefault("x-kubernetes-validations", []).append(_property_names_rule(value))
+            continue
+        if key == "patternProperties":
+            # pydantic's form of a map whose keys have a pattern: the same as propertyNames + additionalProperties.
+            if len(value) != 1 or "additionalProperties" in node:
+                raise ValueError(f"cannot express patternProperties {value} in a structural schema")
+            ((pattern, values),) = value.items()
+            out.setdefault("x-kubernetes-validations", []).append(_property_names_rule({"pattern": pattern}))
+            out["additionalProperties"] = structural(values, defs)
+            continue
         if key == "default":
             # Only scalars: object defaults come from default_factory and are applied by the operator.
             if value is not None and not isinstance(value, (dict, list)):
@@ -67,7 +96,7 @@ def structural(node: dict, defs: dict) -> dict:
         extra = node.get("additionalProperties")
         if isinstance(extra, dict) and extra:
             out["additionalProperties"] = structural(extra, defs)
-        elif not out.get("x-kubernetes-preserve-unknown-fields"):
+        elif not out.get("x-kubernetes-preserve-unknown-fields") and "additionalProperties" not in out:
             out["x-kubernetes-preserve-unknown-fields"] = True
     if "type" not in out and not out.get("x-kubernetes-int-or-string"):
         if "properties" in out:

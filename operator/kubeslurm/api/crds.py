@@ -1,8 +1,8 @@
 """The CustomResourceDefinitions, generated from the models (`kubeslurm crds`)."""
 
 from .crd_schema import model_schema
-from .names import OBJECT_NAME_RULES
-from .node_set import RESERVED_SUFFIXES, NodeSetSpec, NodeSetStatus
+from .names import OBJECT_NAME_RULES, RESERVED_NODE_SET_NAMES
+from .node_set import RESERVED_NODE_SET_SUFFIXES, NodeSetSpec, NodeSetStatus
 from .resources import GROUP, VERSION, NodeSet, SlurmCluster
 from .slurm_cluster import SlurmClusterSpec, SlurmClusterStatus
 
@@ -34,9 +34,17 @@ PRINTER_COLUMNS = {
 
 NODE_SET_NAME_RULES = [
     {
-        "rule": " && ".join(f"self.metadata.name != self.spec.clusterName + '-{s}'" for s in RESERVED_SUFFIXES),
-        "message": "metadata.name must not be <clusterName>-controller, -accounting, -mariadb or -login: the cluster's own objects use those names",
-    }
+        "rule": "!(self.metadata.name in ["
+        + ", ".join(f"self.spec.clusterName + '-{s}'" for s in RESERVED_NODE_SET_SUFFIXES)
+        + "])",
+        "message": "metadata.name must not be <clusterName>-controller, -accounting, -mariadb, -login, -slurmctld, "
+        "-slurmdbd, -database, -controller-state, -slurm-config, -auth-key, -slurmdbd-config, -mariadb-password or "
+        "the name of one of the cluster's pods: the cluster's own objects use those names",
+    },
+    {
+        "rule": f"!(self.metadata.name in {list(RESERVED_NODE_SET_NAMES)})",
+        "message": "metadata.name must not be all: Nodes=ALL in a partition means every node",
+    },
 ]
 
 

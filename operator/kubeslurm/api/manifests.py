@@ -7,6 +7,10 @@ from typing import Iterable
 import yaml
 from pydantic import ValidationError
 
+from .manifest_yaml import load_all
+
+from .base import SubfieldError
+from .pod_template import refused_field_message
 from .resources import KINDS, NodeSet, SlurmCluster
 
 
@@ -40,15 +44,27 @@ def _field_path(loc: tuple) -> str:
     return path or "(the object)"
 
 
+def _path_and_message(item: dict) -> tuple[str, str]:
+    """(field path, message) of one pydantic error, in the words the user needs."""
+    loc = tuple(p for p in item["loc"] if p not in ("int", "str"))
+    path = _field_path(loc)
+    if item["type"] == "extra_forbidden":
+        if "podTemplate" in loc:
+            return path, refused_field_message(str(loc[-1]))
+        return path, "unknown field (check the spelling; `kubeslurm crds` shows every field)"
+    cause = (item.get("ctx") or {}).get("error")
+    if isinstance(cause, SubfieldError):
+        joined = cause.path if path == "(the object)" else f"{path}.{cause.path}"
+        return joined.replace(".[", "["), cause.message
+    return path, item["msg"].removeprefix("Value error, ")
+
+
 def format_validation_error(what: str, error: ValidationError) -> str:
     lines = [f"{what} is invalid:"]
     seen = set()
     for item in error.errors():
-        loc = tuple(p for p in item["loc"] if p not in ("int", "str"))
-        message = item["msg"].removeprefix("Value error, ")
-        line = f"  {_field_path(loc)}: {message}"
-        if item["type"] == "extra_forbidden":
-            line = f"  {_field_path(loc)}: unknown field (check the spelling; `kubeslurm crds` shows every field)"
+        path, message = _path_and_message(item)
+        line = f"  {path}: {message}"
         if line not in seen:
             seen.add(line)
             lines.append(line)
@@ -60,10 +76,11 @@ def parse_object(document: dict, source: str = "<input>"):
     if not isinstance(document, dict):
         raise ManifestError(f"{source}: expected a YAML mapping with apiVersion and kind, got {type(document).__name__}")
     kind = document.get("kind")
-    model = KINDS.get(kind)
+    model = KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise ManifestError(f"{source}: kind {kind!r} is not one of {sorted(KINDS)}")
-    name = (document.get("metadata") or {}).get("name", "<no name>")
+    metadata = document.get("metadata")
+    name = metadata.get("name", "<no name>") if isinstance(metadata, dict) else "<no name>"
     try:
         return model.model_validate(document)
     except ValidationError as error:
@@ -83,9 +100,12 @@ def load_documents(documents: Iterable[dict], source: str = "<input>") -> Manife
 def load_files(paths: Iterable[str | Path]) -> Manifests:
     result = Manifests()
     for path in paths:
-        text = Path(path).read_text() if str(path) != "-" else __import__("sys").stdin.read()
         try:
-            documents = list(yaml.safe_load_all(text))
+            text = Path(path).read_text() if str(path) != "-" else __import__("sys").stdin.read()
+        except UnicodeDecodeError as error:
+            raise ManifestError(f"{path}: not UTF-8 text: {error}") from None
+        try:
+            documents = load_all(text)
         except yaml.YAMLError as error:
             raise ManifestError(f"{path}: not valid YAML: {error}") from None
         loaded = load_documents(documents, str(path))

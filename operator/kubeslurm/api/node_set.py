@@ -4,10 +4,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from .base import KubeModel, preserve_unknown
+from .base import KubeModel, SubfieldError, preserve_unknown
 from .conditions import CONDITIONS_LIST, Condition
 from .names import DNS_LABEL_PATTERN, FEATURE_PATTERN
+from .pod_template import ALLOWED_SUMMARY, LabelKey, LabelValue, PodTemplate
 from .quantity import QUANTITY_PATTERN, to_mebibytes, to_whole_cpus
+from .slurm_cluster import MAX_LOGIN_REPLICAS
 
 
 class NodeResources(KubeModel):
@@ -66,16 +68,58 @@ class UpdateStrategy(KubeModel):
     )
 
 
-# The operator names a cluster's own StatefulSets and Services `<cluster>-<suffix>`;
-# a NodeSet with such a name would collide with them.
+# The operator names a cluster's own objects and pods `<cluster>-<suffix>` (render/naming.py;
+# a unit test keeps this list in step with it). A NodeSet is a StatefulSet and a Service of
+# its own name with pods `<nodeset>-<ordinal>`, so it may be none of these names, nor a
+# name whose pods would be (`<cluster>-slurmctld` makes pods named like the slurmctld Services).
 RESERVED_SUFFIXES = ("controller", "accounting", "mariadb", "login")
+CLUSTER_OBJECT_SUFFIXES = (
+    *RESERVED_SUFFIXES,
+    "controller-state", "slurmctld", "slurmdbd", "database", "slurm-config", "auth-key", "slurmdbd-config",
+    "mariadb-password",
+)
+CLUSTER_POD_SUFFIXES = (
+    "controller-0", "controller-1", "slurmctld-0", "slurmctld-1", "accounting-0", "mariadb-0",
+    *(f"login-{ordinal}" for ordinal in range(MAX_LOGIN_REPLICAS)),
+)
+RESERVED_NODE_SET_SUFFIXES = CLUSTER_OBJECT_SUFFIXES + CLUSTER_POD_SUFFIXES
+# The cluster's Secrets: a NodeSet's pods may not mount them or read them into env.
+CLUSTER_SECRET_SUFFIXES = ("auth-key", "mariadb-password", "slurmdbd-config")
+
+
+_CLUSTER_SECRETS_CEL = "[" + ", ".join(f"self.clusterName + '-{suffix}'" for suffix in CLUSTER_SECRET_SUFFIXES) + "]"
+_GPU_CEL = "(has(self.gpus) && has(self.gpus.resourceName) ? self.gpus.resourceName : 'nvidia.com/gpu')"
+_HAS_POD_SPEC = "has(self.podTemplate) && has(self.podTemplate.spec)"
+# The CRD's form of NodeSetSpec._pod_template_keeps_to_its_own.
+POD_TEMPLATE_RULES = [
+    {
+        "rule": f"!({_HAS_POD_SPEC} && has(self.podTemplate.spec.volumes)) || self.podTemplate.spec.volumes.all(v, "
+        f"!has(v.secret) || !(v.secret.secretName in {_CLUSTER_SECRETS_CEL}))",
+        "message": "podTemplate.spec.volumes[].secret.secretName must not be one of the cluster's Secrets "
+        "(<clusterName>-auth-key, -mariadb-password, -slurmdbd-config)",
+    },
+    {
+        "rule": f"!({_HAS_POD_SPEC} && has(self.podTemplate.spec.containers)) || self.podTemplate.spec.containers.all(c, "
+        f"!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef) || "
+        f"!(e.valueFrom.secretKeyRef.name in {_CLUSTER_SECRETS_CEL})))",
+        "message": "podTemplate.spec.containers[].env[].valueFrom.secretKeyRef.name must not be one of the cluster's Secrets "
+        "(<clusterName>-auth-key, -mariadb-password, -slurmdbd-config)",
+    },
+    {
+        "rule": f"!({_HAS_POD_SPEC} && has(self.podTemplate.spec.containers)) || self.podTemplate.spec.containers.all(c, "
+        f"!has(c.resources) || ((!has(c.resources.requests) || !({_GPU_CEL} in c.resources.requests)) && "
+        f"(!has(c.resources.limits) || !({_GPU_CEL} in c.resources.limits))))",
+        "message": "podTemplate.spec.containers[].resources must not name the GPU resource: GPUs come from spec.gpus",
+    },
+]
 
 
 class NodeSetSpec(KubeModel):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"}
+                {"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"},
+                *POD_TEMPLATE_RULES,
             ]
         }
     )
@@ -92,17 +136,23 @@ class NodeSetSpec(KubeModel):
     gpus: GPUs | None = Field(default=None, description="GPUs per pod; none when unset.")
     features: list[Annotated[str, Field(max_length=64, pattern=FEATURE_PATTERN)]] = Field(
         default_factory=list, max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"}, description="Slurm node features (sbatch --constraint).")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Kubernetes nodeSelector of the slurmd pods.")
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64, description="Kubernetes nodeSelector of the slurmd pods.")
     tolerations: list[dict[str, Any]] = Field(
         default_factory=list,
         json_schema_extra={"items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
         description="Kubernetes tolerations of the slurmd pods.",
     )
     affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown("Kubernetes affinity of the slurmd pods."))
-    pod_template: dict[str, Any] | None = Field(
+    pod_template: PodTemplate | None = Field(
         default=None,
-        json_schema_extra=preserve_unknown(
-            "A partial pod template (metadata, spec) merged over the operator's: containers merge by name."
+        description=(
+            "A partial pod template merged over the operator's slurmd pod (maps key by key; containers, volumes, "
+            "env and volumeMounts item by item on their name or mountPath). Only what cannot give a job or a "
+            "researcher more than slurmd has: " + ALLOWED_SUMMARY + ". Refused: more containers or init containers, "
+            "securityContext/privileged, hostNetwork/hostPID/hostIPC, serviceAccountName, hostPath and other volume "
+            "types, a volume or env var of the cluster's Secrets (<cluster>-auth-key, -mariadb-password, "
+            "-slurmdbd-config), mounts at, under or above the paths slurmd uses, the operator's volume and env names, "
+            "and nulls (they would delete the operator's settings)."
         ),
     )
     update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, description="How slurmd pods pick up a new image or pod template.")
@@ -111,7 +161,47 @@ class NodeSetSpec(KubeModel):
     def _cross_field(self):
         if self.replicas > self.max_replicas:
             raise ValueError(f"replicas ({self.replicas}) must not exceed maxReplicas ({self.max_replicas})")
+        self._pod_template_keeps_to_its_own()
         return self
+
+    def gpu_resource_name(self) -> str:
+        return self.gpus.resource_name if self.gpus else GPUs.model_fields["resource_name"].default
+
+    def _pod_template_keeps_to_its_own(self) -> None:
+        """podTemplate checks that need clusterName or the GPU resource (the rest are in pod_template.py)."""
+        spec = self.pod_template.spec if self.pod_template else None
+        if spec is None:
+            return
+        secrets = cluster_secret_names(self.cluster_name)
+        for index, volume in enumerate(spec.volumes or []):
+            if volume.secret is not None and volume.secret.secret_name in secrets:
+                raise SubfieldError(
+                    f"podTemplate.spec.volumes[{index}].secret.secretName",
+                    f"{volume.secret.secret_name} is a Secret of cluster {self.cluster_name} (its auth key or database "
+                    "password): slurmd pods get only what the operator mounts",
+                )
+        gpu = self.gpu_resource_name()
+        for index, container in enumerate(spec.containers or []):
+            path = f"podTemplate.spec.containers[{index}]"
+            for env_index, env in enumerate(container.env or []):
+                ref = env.value_from.secret_key_ref if env.value_from else None
+                if ref is not None and ref.name in secrets:
+                    raise SubfieldError(
+                        f"{path}.env[{env_index}].valueFrom.secretKeyRef.name",
+                        f"{ref.name} is a Secret of cluster {self.cluster_name} (its auth key or database password): "
+                        "it may not reach an environment variable",
+                    )
+            resources = container.resources
+            for field, quantities in (("requests", resources and resources.requests), ("limits", resources and resources.limits)):
+                if quantities and gpu in quantities:
+                    raise SubfieldError(
+                        f"{path}.resources.{field}.{gpu}",
+                        "GPUs come from spec.gpus (slurmd registers them as gres/gpu): set spec.gpus.count",
+                    )
+
+
+def cluster_secret_names(cluster: str) -> tuple[str, ...]:
+    return tuple(f"{cluster}-{suffix}" for suffix in CLUSTER_SECRET_SUFFIXES)
 
 
 class NodeSetStatus(KubeModel):

@@ -4,7 +4,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .node_set import RESERVED_SUFFIXES, NodeSetSpec, NodeSetStatus
+from .names import DNS_LABEL_PATTERN, MAX_NAMESPACE, MAX_OBJECT_NAME, NAMESPACE_PATTERN, RESERVED_NODE_SET_NAMES
+from .node_set import RESERVED_NODE_SET_SUFFIXES, NodeSetSpec, NodeSetStatus
 from .slurm_cluster import SlurmClusterSpec, SlurmClusterStatus
 
 GROUP = "kubeslurm.io"
@@ -13,12 +14,18 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 
 class ObjectMeta(BaseModel):
-    """The part of metav1.ObjectMeta kubeslurm reads; everything else is kept as is."""
+    """The part of metav1.ObjectMeta kubeslurm reads; everything else is kept as is.
+
+    name and namespace reach config files and pod names: offline render checks them as
+    the CRD's rules (names.OBJECT_NAME_RULES) and the API server do."""
 
     model_config = ConfigDict(extra="allow")
 
-    name: str = Field(min_length=1)
-    namespace: str = "default"
+    name: str = Field(
+        min_length=1, max_length=MAX_OBJECT_NAME, pattern=DNS_LABEL_PATTERN,
+        description="A DNS label: lower-case letters, digits and '-', starting with a letter.",
+    )
+    namespace: str = Field(default="default", min_length=1, max_length=MAX_NAMESPACE, pattern=NAMESPACE_PATTERN)
     uid: str | None = None
     generation: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -39,11 +46,15 @@ class SlurmCluster(BaseModel):
 
 
 def _node_set_name_is_free(node_set: "NodeSet") -> "NodeSet":
-    for suffix in RESERVED_SUFFIXES:
-        if node_set.metadata.name == f"{node_set.spec.cluster_name}-{suffix}":
+    name = node_set.metadata.name
+    for suffix in RESERVED_NODE_SET_SUFFIXES:
+        if name == f"{node_set.spec.cluster_name}-{suffix}":
             raise ValueError(
-                f"metadata.name {node_set.metadata.name!r} is taken by the cluster's own {suffix} objects; choose another name"
+                f"metadata.name {name!r} is taken by the cluster's own {suffix} objects (or its pods would be named "
+                "like them); choose another name"
             )
+    if name in RESERVED_NODE_SET_NAMES:
+        raise ValueError(f"metadata.name {name!r} is reserved: Nodes=ALL in a partition means every node; choose another name")
     return node_set
 
 

@@ -5,20 +5,62 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from .base import KubeModel
+from .base import KubeModel, SubfieldError
 from .conditions import CONDITIONS_LIST, Condition
-from .names import DNS_LABEL_PATTERN, SLURM_NAME_PATTERN, UNIX_USER_PATTERN
+from .names import (
+    DATABASE_HOST_PATTERN,
+    DATABASE_NAME_PATTERN,
+    DATABASE_USER_PATTERN,
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    IMAGE_PATTERN,
+    LABEL_KEY_PATTERN,
+    MAX_DNS_SUBDOMAIN,
+    MAX_IMAGE,
+    MAX_LABEL_KEY,
+    RESERVED_ACCOUNT_NAMES,
+    RESERVED_NODE_SET_NAMES,
+    RESERVED_PARTITION_NAMES,
+    SECRET_KEY_PATTERN,
+    SLURM_CONF_KEY_HELP,
+    SLURM_CONF_KEY_PATTERN,
+    SLURM_CONF_VALUE_HELP,
+    SLURM_CONF_VALUE_PATTERN,
+    SLURM_NAME_PATTERN,
+    UNIX_USER_PATTERN,
+    matching,
+)
 from .quantity import QUANTITY_PATTERN
 from .slurm_time import SLURM_DURATION_PATTERN
 
 DEFAULT_SLURM_IMAGE = "localhost/kubeslurm/slurm:24.11"
 DEFAULT_MARIADB_IMAGE = "localhost/kubeslurm/mariadb:11"
+MAX_LOGIN_REPLICAS = 16
+# sacctmgr takes limits as signed 32/64-bit numbers; far above any real cluster, far below overflow.
+MAX_LIMIT = 1_000_000_000
+
+Image = Annotated[str, Field(min_length=1, max_length=MAX_IMAGE, pattern=IMAGE_PATTERN)]
+StorageClassName = Annotated[str, Field(min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN)]
+
+
+def _not_reserved(name: str, reserved: tuple[str, ...], why: str) -> str:
+    if name.lower() in reserved:
+        raise ValueError(f"{name!r} is reserved: {why}; choose another name")
+    return name
+
+
+def _reserved_rule(reserved: tuple[str, ...], why: str) -> dict:
+    return {"x-kubernetes-validations": [{"rule": f"!(self.lowerAscii() in {list(reserved)})", "message": f"{', '.join(reserved)} is reserved: {why}"}]}
+
+
+PARTITION_RESERVED_WHY = "PartitionName=DEFAULT is Slurm's template for the partitions after it, not a partition"
+ACCOUNT_RESERVED_WHY = "the account root is the top of Slurm's association tree and its limits bind every account"
+NODE_SET_RESERVED_WHY = "Nodes=ALL in a partition means every node of the cluster"
 
 
 class SlurmSpec(KubeModel):
-    image: str = Field(
+    image: Image = Field(
         default=DEFAULT_SLURM_IMAGE,
-        min_length=1,
         description="The Slurm image (slurmctld, slurmd, slurmdbd and the client tools; the command picks the role).",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
@@ -36,7 +78,7 @@ class SlurmSpec(KubeModel):
 
 class Persistence(KubeModel):
     size: str = Field(default="1Gi", pattern=QUANTITY_PATTERN, description="PVC size, e.g. 1Gi.")
-    storage_class_name: str | None = Field(
+    storage_class_name: StorageClassName | None = Field(
         default=None, description="StorageClass of the PVC; the cluster default when unset."
     )
 
@@ -56,20 +98,35 @@ class ControllerSpec(KubeModel):
 
 class InternalDatabase(KubeModel):
     size: str = Field(default="2Gi", pattern=QUANTITY_PATTERN, description="PVC size of the MariaDB data.")
-    storage_class_name: str | None = Field(default=None, description="StorageClass of the MariaDB PVC.")
-    image: str = Field(default=DEFAULT_MARIADB_IMAGE, min_length=1, description="The MariaDB image.")
+    storage_class_name: StorageClassName | None = Field(default=None, description="StorageClass of the MariaDB PVC.")
+    image: Image = Field(default=DEFAULT_MARIADB_IMAGE, description="The MariaDB image.")
 
 
 class SecretKeyRef(KubeModel):
-    name: str = Field(min_length=1, description="Secret name, in the SlurmCluster's namespace.")
-    key: str = Field(default="password", min_length=1, description="Key inside the Secret.")
+    name: str = Field(
+        min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN,
+        description="Secret name, in the SlurmCluster's namespace (a DNS subdomain).",
+    )
+    key: str = Field(
+        default="password", min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=SECRET_KEY_PATTERN,
+        description="Key inside the Secret: letters, digits, '-', '_' and '.'.",
+    )
 
 
 class ExternalDatabase(KubeModel):
-    host: str = Field(min_length=1, description="MySQL/MariaDB host name reachable from the slurmdbd pod.")
+    host: str = Field(
+        min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DATABASE_HOST_PATTERN,
+        description="MySQL/MariaDB host name, IPv4 or IPv6 address reachable from the slurmdbd pod (StorageHost).",
+    )
     port: int = Field(default=3306, ge=1, le=65535)
-    user: str = Field(default="slurm", min_length=1, description="Database user for slurmdbd.")
-    database: str = Field(default="slurm_acct_db", min_length=1, description="Database (StorageLoc).")
+    user: str = Field(
+        default="slurm", min_length=1, max_length=80, pattern=DATABASE_USER_PATTERN,
+        description="Database user for slurmdbd (StorageUser): letters, digits, '_', '.' and '-'.",
+    )
+    database: str = Field(
+        default="slurm_acct_db", min_length=1, max_length=64, pattern=DATABASE_NAME_PATTERN,
+        description="Database (StorageLoc): letters, digits and '_'.",
+    )
     password_secret_ref: SecretKeyRef = Field(description="Where the database password is kept.")
 
 
@@ -107,7 +164,7 @@ class AccountingSpec(KubeModel):
 
 
 class LoginSpec(KubeModel):
-    replicas: int = Field(default=1, ge=0, le=16, description="Login pods (`<cluster>-login-N`) with sbatch, srun, squeue.")
+    replicas: int = Field(default=1, ge=0, le=MAX_LOGIN_REPLICAS, description="Login pods (`<cluster>-login-N`) with sbatch, srun, squeue.")
 
 
 class FairShare(KubeModel):
@@ -129,15 +186,19 @@ class SchedulingSpec(KubeModel):
 
 
 class AccountLimits(KubeModel):
-    max_gpus: int | None = Field(default=None, alias="maxGPUs", ge=0, description="GrpTRES=gres/gpu=N: GPUs the account may use at once.")
-    max_cpus: int | None = Field(default=None, alias="maxCPUs", ge=0, description="GrpTRES=cpu=N.")
-    max_nodes: int | None = Field(default=None, ge=0, description="GrpTRES=node=N.")
-    max_running_jobs: int | None = Field(default=None, ge=0, description="GrpJobs=N.")
-    max_submit_jobs: int | None = Field(default=None, ge=0, description="GrpSubmitJobs=N.")
+    max_gpus: int | None = Field(default=None, alias="maxGPUs", ge=0, le=MAX_LIMIT, description="GrpTRES=gres/gpu=N: GPUs the account may use at once.")
+    max_cpus: int | None = Field(default=None, alias="maxCPUs", ge=0, le=MAX_LIMIT, description="GrpTRES=cpu=N.")
+    max_nodes: int | None = Field(default=None, ge=0, le=MAX_LIMIT, description="GrpTRES=node=N.")
+    max_running_jobs: int | None = Field(default=None, ge=0, le=MAX_LIMIT, description="GrpJobs=N.")
+    max_submit_jobs: int | None = Field(default=None, ge=0, le=MAX_LIMIT, description="GrpSubmitJobs=N.")
 
 
 class Account(KubeModel):
-    name: str = Field(max_length=40, pattern=SLURM_NAME_PATTERN, description="Slurm account name.")
+    name: str = Field(
+        max_length=40, pattern=SLURM_NAME_PATTERN,
+        description="Slurm account name: lower-case letters, digits, '_' and '-', starting with a letter; not root.",
+        json_schema_extra=_reserved_rule(RESERVED_ACCOUNT_NAMES, ACCOUNT_RESERVED_WHY),
+    )
     shares: int = Field(default=1, ge=1, le=1_000_000, description="Fairshare= of the account relative to its siblings.")
     users: list[Annotated[str, Field(max_length=32, pattern=UNIX_USER_PATTERN)]] = Field(
         default_factory=list,
@@ -151,21 +212,50 @@ class Account(KubeModel):
     @classmethod
     def _users_are_unix_names(cls, users: list[str]) -> list[str]:
         for user in users:
-            if not re.match(UNIX_USER_PATTERN, user) or len(user) > 32:
+            if not re.fullmatch(UNIX_USER_PATTERN, user) or len(user) > 32:
                 raise ValueError(f"user {user!r} is not a Unix user name (lower case, digits, '_' and '-', at most 32)")
         if len(set(users)) != len(users):
             raise ValueError("users must not repeat")
         return users
 
+    @field_validator("name")
+    @classmethod
+    def _not_root(cls, name: str) -> str:
+        return _not_reserved(name, RESERVED_ACCOUNT_NAMES, ACCOUNT_RESERVED_WHY)
+
+
+NodeSetName = Annotated[
+    str, Field(max_length=40, pattern=DNS_LABEL_PATTERN, json_schema_extra=_reserved_rule(RESERVED_NODE_SET_NAMES, NODE_SET_RESERVED_WHY))
+]
+
 
 class Partition(KubeModel):
-    name: str = Field(max_length=40, pattern=SLURM_NAME_PATTERN, description="Slurm partition name.")
-    node_sets: list[Annotated[str, Field(max_length=40, pattern=DNS_LABEL_PATTERN)]] = Field(
+    name: str = Field(
+        max_length=40, pattern=SLURM_NAME_PATTERN,
+        description="Slurm partition name: lower-case letters, digits, '_' and '-', starting with a letter; not default.",
+        json_schema_extra=_reserved_rule(RESERVED_PARTITION_NAMES, PARTITION_RESERVED_WHY),
+    )
+    node_sets: list[NodeSetName] = Field(
         min_length=1, max_length=64, json_schema_extra={"x-kubernetes-list-type": "set"}, description="NodeSets whose nodes form this partition.")
     default: bool = Field(default=False, description="Jobs without -p land here. At most one partition is the default.")
     max_time: str = Field(default="UNLIMITED", pattern=SLURM_DURATION_PATTERN, description="MaxTime of a job.")
     default_time: str | None = Field(default=None, pattern=SLURM_DURATION_PATTERN, description="DefaultTime of a job without --time.")
     priority_tier: int | None = Field(default=None, ge=0, le=65533, description="PriorityTier (also the preemption order with preemption: partition).")
+
+    @field_validator("name")
+    @classmethod
+    def _not_default(cls, name: str) -> str:
+        return _not_reserved(name, RESERVED_PARTITION_NAMES, PARTITION_RESERVED_WHY)
+
+    @field_validator("node_sets")
+    @classmethod
+    def _not_all(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            if name.lower() in RESERVED_NODE_SET_NAMES:
+                raise SubfieldError(f"[{index}]", f"{name!r} is reserved: {NODE_SET_RESERVED_WHY}; no NodeSet may have that name")
+        if len(set(names)) != len(names):
+            raise ValueError("nodeSets must not repeat")
+        return names
 
 
 class Topology(KubeModel):
@@ -184,15 +274,17 @@ class Topology(KubeModel):
         default="tree",
         description="topology/tree (switch hierarchy) or topology/block (e.g. NVLink domains).",
     )
-    node_labels: list[Annotated[str, Field(max_length=316)]] = Field(
+    node_labels: list[Annotated[str, Field(max_length=MAX_LABEL_KEY, pattern=LABEL_KEY_PATTERN)]] = Field(
         min_length=1,
         max_length=4,
         description=(
-            "Kubernetes node labels that place a slurmd pod in the network. tree: coarsest level first "
+            "Kubernetes node label keys that place a slurmd pod in the network. tree: coarsest level first "
             "(e.g. [topology.kubernetes.io/zone, example.com/switch]); block: one label naming the block."
         ),
     )
-    block_sizes: list[int] | None = Field(default=None, description="BlockSizes= for topology/block.")
+    block_sizes: list[Annotated[int, Field(ge=1, le=65533)]] | None = Field(
+        default=None, max_length=16, description="BlockSizes= for topology/block: node counts, each at least 1."
+    )
 
     @model_validator(mode="after")
     def _block_has_one_label(self):
@@ -224,10 +316,16 @@ class SlurmClusterSpec(KubeModel):
         },
     )
     topology: Topology | None = Field(default=None, description="Render topology.conf from Kubernetes node labels.")
-    slurm_conf: dict[str, str] = Field(
+    slurm_conf: dict[
+        Annotated[str, Field(max_length=64), *matching(SLURM_CONF_KEY_PATTERN, SLURM_CONF_KEY_HELP)],
+        Annotated[str, Field(min_length=1, max_length=1024), *matching(SLURM_CONF_VALUE_PATTERN, SLURM_CONF_VALUE_HELP)],
+    ] = Field(
         max_length=128,
         default_factory=dict,
-        description="Extra slurm.conf keys (e.g. {MaxJobCount: '20000'}). Keys the operator sets itself are refused.",
+        description=(
+            "Extra slurm.conf keys (e.g. {MaxJobCount: '20000'}). Keys the operator sets itself are refused. "
+            "A key is letters and digits; a value is " + SLURM_CONF_VALUE_HELP + "."
+        ),
     )
 
     model_config = ConfigDict(
@@ -261,6 +359,12 @@ class SlurmClusterSpec(KubeModel):
             repeated = sorted({n for n in names if names.count(n) > 1})
             if repeated:
                 raise ValueError(f"{field_name} names must be unique, repeated: {repeated}")
+        # Slurm reads keys case-insensitively: two spellings of one key would be two lines for one setting.
+        by_lower: dict[str, str] = {}
+        for key in self.slurm_conf:
+            first = by_lower.setdefault(key.lower(), key)
+            if first != key:
+                raise SubfieldError(f"slurmConf.{key}", f"repeats {first} (Slurm reads keys without regard to case): keep one")
         return self
 
 

@@ -18,8 +18,6 @@ The pod template carries the hash of slurmdbd.conf, so a new database host or
 password rolls slurmdbd. While it restarts slurmctld queues the records it sends.
 """
 
-import shlex
-
 from ..api import SlurmCluster
 from . import labels, naming, pods, slurm_pod
 from .config_hash import CONFIG_HASH_ANNOTATION, config_hash
@@ -31,16 +29,26 @@ TERMINATION_GRACE_SECONDS = 60
 STARTUP_SECONDS = 300
 
 
-def wait_for_database_lines(host: str, port: int) -> list[str]:
-    """Shell lines that return once host:port accepts a TCP connection (bash: /dev/tcp)."""
-    target = shlex.quote(f"</dev/tcp/{host}/{port}")
+# The database's address reaches the init container's shell as data (environment
+# variables, quoted at every use), never as script text: a host name in the spec can
+# hold nothing the shell would run.
+DATABASE_HOST_ENV = "DATABASE_HOST"
+DATABASE_PORT_ENV = "DATABASE_PORT"
+
+
+def wait_for_database_lines() -> list[str]:
+    """Shell lines that return once $DATABASE_HOST:$DATABASE_PORT accepts a TCP connection (bash: /dev/tcp)."""
     return [
         "tries=0",
-        f"until timeout 3 bash -c {target} 2>/dev/null; do",
-        f'  [ $((tries % 15)) -eq 0 ] && echo "waiting for the accounting database {host}:{port} to accept connections"',
+        f'until timeout 3 bash -c \'< "/dev/tcp/$1/$2"\' wait-for-database "${DATABASE_HOST_ENV}" "${DATABASE_PORT_ENV}" 2>/dev/null; do',
+        f'  [ $((tries % 15)) -eq 0 ] && echo "waiting for the accounting database ${DATABASE_HOST_ENV}:${DATABASE_PORT_ENV} to accept connections"',
         "  tries=$((tries + 1)); sleep 2",
         "done",
     ]
+
+
+def database_env(host: str, port: int) -> list[dict]:
+    return [{"name": DATABASE_HOST_ENV, "value": host}, {"name": DATABASE_PORT_ENV, "value": str(port)}]
 
 
 def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
@@ -59,9 +67,10 @@ def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
         "securityContext": {"runAsUser": 0},
         "volumeMounts": [slurm_pod.slurm_etc_mount(), *slurm_pod.user_mounts(cluster)],
     }
+    install_config = slurm_pod.install_config_container(cluster, config_mode="0600", prepare=wait_for_database_lines())
+    install_config["env"] = [*install_config.get("env", []), *database_env(db.host, db.port)]
     spec = pods.pod_spec(
-        init_containers=[slurm_pod.install_config_container(
-            cluster, config_mode="0600", prepare=wait_for_database_lines(db.host, db.port))],
+        init_containers=[install_config],
         containers=[slurmdbd],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),

@@ -119,7 +119,8 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet) -> dict:
         pod_spec["tolerations"] = [dict(toleration) for toleration in spec.tolerations]
     if spec.affinity is not None:
         pod_spec["affinity"] = dict(spec.affinity)
-    template = merge_pod_template(pods.pod_template(pod_labels, {}, pod_spec), spec.pod_template)
+    overlay = spec.pod_template.overlay() if spec.pod_template is not None else None
+    template = merge_pod_template(pods.pod_template(pod_labels, {}, pod_spec), overlay)
     # The StatefulSet selects pods by these labels and the operator finds them by them.
     template.setdefault("metadata", {}).setdefault("labels", {}).update(pod_labels)
     return template
