@@ -12,6 +12,7 @@ from .api.crds import crd_file_name, custom_resource_definitions
 from .render.cluster_objects import cluster_objects, node_set_objects
 from .render.config_files import render_config_files
 from .render.errors import RenderError
+from .render.name_collisions import name_collisions
 from .render.secrets import auth_key_secret, database_password_secret
 from .render.slurmd_node import slurmd_conf_line
 
@@ -126,6 +127,21 @@ def command_render(args) -> int:
                     "spec.clusterName",
                     f"no SlurmCluster {ns.spec.cluster_name!r} in namespace {ns.metadata.namespace} among the inputs",
                 )
+        everything = [*manifests.clusters, *manifests.node_sets]
+        seen = set()
+        for obj in everything:
+            key = (obj.KIND, obj.metadata.namespace, obj.metadata.name)
+            if key in seen:
+                raise ManifestError(f"{obj.KIND} {obj.metadata.namespace}/{obj.metadata.name} appears twice in the input: keep one")
+            seen.add(key)
+        collisions = [
+            error
+            for cluster in manifests.clusters
+            for error in name_collisions(cluster, manifests.node_sets_of(cluster), everything)
+        ]
+        if collisions:
+            raise RenderError(collisions[0].obj, collisions[0].field, "\n".join(
+                [collisions[0].message, *(str(error) for error in collisions[1:])]))
         out = []
         objects = []
         for cluster in manifests.clusters:

@@ -12,12 +12,17 @@ from .quantity import QUANTITY_PATTERN, to_mebibytes, to_whole_cpus
 from .slurm_cluster import MAX_LOGIN_REPLICAS
 
 
+# Slurm keeps a node's CPU count in 16 bits; memory beyond an exbibyte is a typo.
+MAX_CPUS = 65535
+MAX_MEMORY_MIB = 2**40
+
+
 class NodeResources(KubeModel):
-    cpu: int | Annotated[str, Field(pattern=r"^[0-9]+$")] = Field(
+    cpu: int | Annotated[str, Field(max_length=5, pattern=r"^[0-9]+$")] = Field(
         default="1",
         description="Whole CPUs per pod; the pod requests and limits this, and slurmd registers CPUs=N.",
     )
-    memory: int | Annotated[str, Field(pattern=QUANTITY_PATTERN)] = Field(
+    memory: int | Annotated[str, Field(max_length=32, pattern=QUANTITY_PATTERN)] = Field(
         default="1Gi",
         description="Memory per pod (request = limit); slurmd registers RealMemory in MiB.",
     )
@@ -32,9 +37,12 @@ class NodeResources(KubeModel):
 
     @model_validator(mode="after")
     def _slurm_can_use_it(self):
-        to_whole_cpus(self.cpu)
+        if to_whole_cpus(self.cpu) > MAX_CPUS:
+            raise SubfieldError("cpu", f"{self.cpu!r} is more than {MAX_CPUS} CPUs, the most a Slurm node registers")
         if to_mebibytes(self.memory) < 256:
             raise ValueError(f"memory {self.memory!r} is below 256Mi, too small for slurmd and a job")
+        if to_mebibytes(self.memory) > MAX_MEMORY_MIB:
+            raise SubfieldError("memory", f"{self.memory!r} is more than 1Ei")
         return self
 
 

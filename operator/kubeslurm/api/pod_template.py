@@ -366,7 +366,17 @@ class PodSpecOverlay(PodTemplatePart):
     )
     priority_class_name: str | None = Field(default=None, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN)
     volumes: list[Volume] | None = Field(default=None, max_length=32, description="Extra data volumes (no hostPath).")
-    containers: list[SlurmdContainer] | None = Field(default=None, max_length=1, description="Only the slurmd container.")
+    # maxItems only in the schema: in Python the name check below says why a second container is refused.
+    containers: list[SlurmdContainer] | None = Field(
+        default=None, description="Only the slurmd container.", json_schema_extra={"maxItems": 1}
+    )
+
+    @field_validator("containers")
+    @classmethod
+    def _one_slurmd(cls, containers: list[SlurmdContainer] | None):
+        if containers is not None and len(containers) > 1:
+            raise SubfieldError("[1]", "list slurmd once: a podTemplate changes only the container named slurmd")
+        return containers
 
 
 class PodTemplate(PodTemplatePart):

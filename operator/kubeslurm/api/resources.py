@@ -19,7 +19,7 @@ class ObjectMeta(BaseModel):
     name and namespace reach config files and pod names: offline render checks them as
     the CRD's rules (names.OBJECT_NAME_RULES) and the API server do."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     name: str = Field(
         min_length=1, max_length=MAX_OBJECT_NAME, pattern=DNS_LABEL_PATTERN,
