@@ -84,3 +84,13 @@ def test_committed_api_reference_matches_the_models():
 
     path = CRDS_DIR.parent / "docs" / "api.md"
     assert path.read_text() == api_reference(), "docs/api.md drifted from the models: run `make docs` and commit"
+
+
+def test_optional_fields_keep_their_own_bounds():
+    # pydantic writes an optional field's extra schema beside its anyOf; the CRD must keep it
+    # (without maxItems on podTemplate containers the API server refuses the CRD's rules as too costly)
+    crds = {crd["spec"]["names"]["kind"]: crd for crd in custom_resource_definitions()}
+    spec = crds["NodeSet"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    pod_spec = spec["properties"]["podTemplate"]["properties"]["spec"]["properties"]
+    assert pod_spec["containers"]["maxItems"] == 1
+    assert pod_spec["containers"]["items"]["properties"]["name"]["enum"] == ["slurmd"]

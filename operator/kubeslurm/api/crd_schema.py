@@ -57,6 +57,14 @@ def structural(node: dict, defs: dict) -> dict:
         elif len(non_null) == 1:
             inner = structural(non_null[0], defs)
             out.update(inner)
+            # An optional field's own checks (Field(json_schema_extra=...)) sit beside anyOf, not in the branch.
+            for key, value in node.items():
+                if key in ("anyOf", "description", "default") or key in _DROP:
+                    continue
+                if key == "x-kubernetes-validations":
+                    out[key] = [*out.get(key, []), *deepcopy(value)]
+                else:
+                    out[key] = deepcopy(value)
         else:
             raise ValueError(f"cannot express anyOf {branches} in a structural schema")
         if "description" in node:
