@@ -30,6 +30,7 @@ passwords, enough for `su`/`kubectl exec` and for Slurm.
 
 import hashlib
 from collections.abc import Sequence
+from functools import lru_cache
 
 from ..api import SlurmCluster
 from . import naming
@@ -91,6 +92,39 @@ def slurm_etc_mount(read_only: bool = True) -> dict:
     return mount
 
 
+def _account_user_names(cluster: SlurmCluster) -> tuple[tuple[str, ...], ...]:
+    """The users of each account, as an immutable value: the key of the caches below.
+
+    Cheap next to what it keys (a sha256 per user); keyed on values, not on the
+    cluster object, so two clusters never share an entry unless their users are equal.
+    """
+    return tuple(tuple(account.users) for account in cluster.spec.accounts)
+
+
+def _names_users(cluster: SlurmCluster) -> bool:
+    return any(account.users for account in cluster.spec.accounts)
+
+
+# Every Slurm pod template of a cluster needs the same users, and a cluster keeps them
+# across reconciles: computed once per distinct set of users, not once per template.
+# A few entries cover the clusters one operator reconciles in turn.
+_USER_CACHE_SIZE = 32
+
+
+@lru_cache(maxsize=_USER_CACHE_SIZE)
+def _uids_of(user_names: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, int], ...]:
+    names = sorted({user for users in user_names for user in users})
+    taken: set[int] = set()
+    uids: list[tuple[str, int]] = []
+    for name in names:
+        slot = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % UID_SLOTS
+        while slot in taken:
+            slot = (slot + 1) % UID_SLOTS
+        taken.add(slot)
+        uids.append((name, FIRST_UID + slot))
+    return tuple(uids)
+
+
 def account_users(cluster: SlurmCluster) -> dict[str, int]:
     """Every user of spec.accounts with its uid (= gid of its own group), sorted by name.
 
@@ -98,21 +132,14 @@ def account_users(cluster: SlurmCluster) -> dict[str, int]:
     (pods of one cluster rendered at different times agree). Two names whose hashes
     collide are rare (900k slots); the later name in sort order takes the next free slot.
     """
-    names = sorted({user for account in cluster.spec.accounts for user in account.users})
-    taken: set[int] = set()
-    uids: dict[str, int] = {}
-    for name in names:
-        slot = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % UID_SLOTS
-        while slot in taken:
-            slot = (slot + 1) % UID_SLOTS
-        taken.add(slot)
-        uids[name] = FIRST_UID + slot
-    return uids
+    return dict(_uids_of(_account_user_names(cluster)))
 
 
-def _users_lines(users: dict[str, int]) -> list[str]:
+@lru_cache(maxsize=_USER_CACHE_SIZE)
+def _users_script(user_names: tuple[tuple[str, ...], ...]) -> str:
+    """The init container's shell lines that add the users, joined (one string shared by every template)."""
     lines = [f"cp /etc/passwd /etc/group {USERS_DIR}/"]
-    for name, uid in users.items():
+    for name, uid in _uids_of(user_names):
         # Names are validated Unix names ([a-z_][a-z0-9_-]*), safe unquoted in the shell.
         lines.append(
             f"getent passwd {name} >/dev/null || {{ "
@@ -121,19 +148,19 @@ def _users_lines(users: dict[str, int]) -> list[str]:
             f"install -d -o {uid} -g {uid} -m 0750 {HOME_DIR}/{name}; }}"
         )
     lines.append(f"chmod 0644 {USERS_DIR}/passwd {USERS_DIR}/group")
-    return lines
+    return "\n".join(lines)
 
 
 def user_volumes(cluster: SlurmCluster) -> list[dict]:
     """The volumes behind `user_mounts`; none when no account names users."""
-    if not account_users(cluster):
+    if not _names_users(cluster):
         return []
     return [{"name": USERS_VOLUME, "emptyDir": {}}, {"name": HOME_VOLUME, "emptyDir": {}}]
 
 
 def user_mounts(cluster: SlurmCluster) -> list[dict]:
     """Mounts of a daemon container that make the accounts' users exist there."""
-    if not account_users(cluster):
+    if not _names_users(cluster):
         return []
     return [
         {"name": USERS_VOLUME, "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True},
@@ -162,9 +189,8 @@ def install_config_container(
         # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
         lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
         volume_mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True})
-    users = account_users(cluster)
-    if users:
-        lines += _users_lines(users)
+    if _names_users(cluster):
+        lines.append(_users_script(_account_user_names(cluster)))
         volume_mounts += [
             {"name": USERS_VOLUME, "mountPath": USERS_DIR},
             {"name": HOME_VOLUME, "mountPath": HOME_DIR},

@@ -1,0 +1,124 @@
+"""Render's cost follows NodeSets and config size, never replicas x users; what it reuses is never stale.
+
+The accounts' uids (a sha256 per user) and the init script that adds the users are
+derived once per distinct set of users and shared by every pod template (see
+render/slurm_pod.py). These tests count that work and check that reusing it never
+changes a rendered byte, however clusters follow one another in one process.
+"""
+
+import json
+
+import pytest
+
+from kubeslurm.render import slurm_pod
+from kubeslurm.render.cluster_objects import cluster_objects, node_set_objects
+
+from .manifests import contract_documents, load_with_uids, set_path
+
+CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
+
+
+def accounts(users_per_account: int, prefix: str) -> list[dict]:
+    return [
+        {"name": f"team{a}", "users": [f"{prefix}{a}x{u}" for u in range(users_per_account)]} for a in range(3)
+    ]
+
+
+def node_sets(count: int, replicas: int) -> list[dict]:
+    """`count` GPU NodeSets of `replicas` pods; the first is the contract's h100 (its partition needs it)."""
+    documents = [set_path(set_path(GPU_NODES, "spec.replicas", replicas), "spec.maxReplicas", max(replicas, 1))]
+    for index in range(1, count):
+        documents.append(set_path(documents[0], "metadata.name", f"h100x{index}"))
+    return documents + [CPU_NODES]
+
+
+def render(cluster_document: dict, node_set_documents: list[dict]) -> str:
+    cluster, models = load_with_uids(cluster_document, *node_set_documents)
+    objects = cluster_objects(cluster, models, database_password="pw")
+    for node_set in models:
+        objects += node_set_objects(cluster, node_set)
+    return json.dumps(objects)
+
+
+def forget_derived_users() -> None:
+    slurm_pod._uids_of.cache_clear()
+    slurm_pod._users_script.cache_clear()
+
+
+@pytest.fixture
+def sha256_calls(monkeypatch):
+    """How many uids render derives: slurm_pod hashes each user name once per derivation."""
+    forget_derived_users()
+    calls = []
+    real = slurm_pod.hashlib.sha256
+
+    class CountingHashlib:
+        @staticmethod
+        def sha256(data):
+            calls.append(data)
+            return real(data)
+
+    monkeypatch.setattr(slurm_pod, "hashlib", CountingHashlib)
+    yield calls
+    forget_derived_users()
+
+
+@pytest.mark.parametrize("count, replicas", [(1, 1), (4, 64), (12, 512)])
+def test_uids_are_derived_once_per_set_of_users_whatever_the_nodesets_and_replicas(sha256_calls, count, replicas):
+    cluster = set_path(CLUSTER, "spec.accounts", accounts(users_per_account=40, prefix="u"))
+    render(cluster, node_sets(count, replicas))
+    assert len(sha256_calls) == 3 * 40
+    # A reconcile re-renders the same cluster: nothing derived again.
+    render(cluster, node_sets(count, replicas))
+    assert len(sha256_calls) == 3 * 40
+
+
+def test_the_users_script_is_built_once_and_shared_by_every_pod_template(sha256_calls):
+    cluster = set_path(CLUSTER, "spec.accounts", accounts(users_per_account=10, prefix="u"))
+    objects = json.loads(render(cluster, node_sets(6, 8)))
+    assert slurm_pod._users_script.cache_info().misses == 1
+    scripts = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
+        for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] != "research-mariadb"
+    }
+    assert len(scripts) == 3 + 7  # controller, accounting, login, 7 NodeSets
+    assert all("u2x9:x:" in script for script in scripts.values())
+
+
+def test_clusters_rendered_in_turn_equal_each_rendered_alone():
+    """Reused users never leak from one cluster (or one version of it) into another."""
+    clusters = [
+        set_path(CLUSTER, "spec.accounts", accounts(users_per_account=5, prefix="a")),
+        set_path(set_path(CLUSTER, "metadata.name", "other"), "spec.accounts", accounts(users_per_account=7, prefix="b")),
+        set_path(CLUSTER, "spec.accounts", accounts(users_per_account=5, prefix="c")),
+        set_path(CLUSTER, "spec.accounts", accounts(users_per_account=5, prefix="c") + [{"name": "extra", "users": ["dave"]}]),
+        set_path(CLUSTER, "spec.accounts", []),
+        set_path(CLUSTER, "spec.accounts", [{"name": "vision", "users": ["alice", "carol"]}, {"name": "nlp", "users": ["carol", "bob"]}]),
+        CLUSTER,
+    ]
+    sequence = clusters + clusters[::-1]
+
+    def with_node_sets(cluster: dict) -> list[dict]:
+        name = cluster["metadata"]["name"]
+        return [set_path(doc, "spec.clusterName", name) for doc in node_sets(2, 3)]
+
+    alone = []
+    for cluster in sequence:
+        forget_derived_users()
+        alone.append(render(cluster, with_node_sets(cluster)))
+    forget_derived_users()
+    in_turn = [render(cluster, with_node_sets(cluster)) for cluster in sequence]
+    assert in_turn == alone
+    assert len(set(alone)) == len(clusters)
+
+
+def test_users_added_to_a_model_in_place_are_rendered():
+    """The reuse is keyed on the users themselves, not on the model object that holds them."""
+    cluster, models = load_with_uids(CLUSTER, GPU_NODES, CPU_NODES)
+    before = node_set_objects(cluster, models[0])
+    cluster.spec.accounts[0].users.append("zoe")
+    after = node_set_objects(cluster, models[0])
+    script = lambda objects: objects[1]["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]  # noqa: E731
+    assert "zoe:x:" not in script(before)
+    assert "zoe:x:" in script(after)
+    assert slurm_pod.account_users(cluster)["zoe"] > slurm_pod.FIRST_UID
