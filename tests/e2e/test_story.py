@@ -280,6 +280,15 @@ def test_lost_node_its_slurmd_pod_returns_on_another_and_the_job_completes(story
     # What a cloud provider's node controller does once the machine is gone: the Node object goes,
     # and the pod garbage collector deletes the pods bound to it, so the StatefulSet makes cpu-1 anew.
     client.run("delete", "node", lost)
+    # The operator sees the pod's node gone and marks cpu-1 DOWN (reason "kubeslurm: slurmd pod
+    # lost ..."), so Slurm requeues the job now instead of after SlurmdTimeout (300 s).
+    def requeued():
+        state = story.job_state(job)
+        return state != "RUNNING", state
+    wait_for(requeued, 90, f"job {job} requeued once {lost} is gone")
+    events = story.kube.run("get", "events", "-n", NAMESPACE, "--field-selector", "reason=SlurmdLost",
+                            "-o", "jsonpath={.items[*].message}").stdout
+    assert "cpu-1 marked DOWN" in events, events
 
     def moved():
         pod = story.pod("cpu-1")

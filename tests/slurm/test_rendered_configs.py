@@ -25,8 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from kubeslurm.reconcile.lost_slurmd import lost_slurmd_actions
 from kubeslurm.reconcile.scale_down import plan_scale
 from kubeslurm.reconcile.slurm_control import SlurmControl
+from kubeslurm.reconcile.slurm_hostlist import expand
 from kubeslurm.render import naming
 from kubeslurm.render.accounting_commands import accounting_commands
 from kubeslurm.render.config_files import render_config_files
@@ -205,11 +207,13 @@ def test_topology_conf_from_placements_is_accepted(env):
 
     out = env.c.run(env.ctld, "scontrol show topology").stdout
     switches = {m.group(1): m.group(2) for m in re.finditer(r"SwitchName=(\S+) .*?Nodes=(\S*)", out)}
-    expand = env.ctl.expand_hostlist
+    for hostlist in switches.values():  # the operator's own expansion agrees with Slurm's
+        assert expand(hostlist) == env.ctl.expand_hostlist(hostlist), hostlist
+    expand_ = env.ctl.expand_hostlist
     assert sorted(switches) == ["s-a", "s-b", "s-root"], out
-    assert sorted(expand(switches["s-a"])) == ["h100-0", "h100-1"], out
-    assert sorted(expand(switches["s-b"])) == ["cpu-0", "h100-2"], out
-    assert sorted(expand(switches["s-root"])) == sorted(H100 + CPU), out
+    assert sorted(expand_(switches["s-a"])) == ["h100-0", "h100-1"], out
+    assert sorted(expand_(switches["s-b"])) == ["cpu-0", "h100-2"], out
+    assert sorted(expand_(switches["s-root"])) == sorted(H100 + CPU), out
     # Placement follows the switches: two h100 nodes under one switch are h100-0 and h100-1.
     hosts = env.sh("srun -A vision -N2 --switches=1 hostname").stdout.split()
     assert sorted(hosts) == ["h100-0", "h100-1"], hosts
@@ -408,6 +412,48 @@ def test_a_deleted_node_registers_again_when_its_pod_returns(env):
     assert not node.drained and node.gpus == 8, node
     out = env.sh("srun -A vision -w h100-2 --gres=gpu:1 hostname").stdout.strip()
     assert out == "h100-2"
+
+
+def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
+    """A pod that died without its preStop hook (power loss) and came back under its name:
+    Slurm alone sees the same boot time and keeps the job RUNNING; the operator's verdict
+    (a pod created after the job started) marks the node DOWN and the job requeues now."""
+    job = env.sbatch("-A vision -p cpu -w cpu-0 -o /dev/null --wrap 'sleep 20'")
+    env.wait_state(job, "RUNNING")
+    seen = {j.id: j for j in env.ctl.jobs()}[job]
+    assert seen.state == "RUNNING" and seen.nodes == ("cpu-0",), seen
+    assert abs(seen.start - time.time()) < 60, seen  # squeue printed epoch seconds
+
+    env.c.stop_host("cpu-0")
+    replaced = time.time()
+    env.c.start_node("cpu-0")
+    pod = {"metadata": {"name": "cpu-0", "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(replaced + 1))},
+           "spec": {"nodeName": "k1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    k8s_nodes = {"k1": {"metadata": {"name": "k1"}}}
+    env.wait_for(lambda: "NOT_RESPONDING" not in env.nodes()["cpu-0"].states, 60, "the new slurmd of cpu-0 to answer")
+    assert env.job_field(job, "JobState") == "RUNNING"  # what Slurm believes on its own
+
+    down, resume = lost_slurmd_actions([pod], k8s_nodes, env.nodes(), env.ctl.jobs())
+    assert down == {"cpu-0": f"slurmd pod lost: pod cpu-0 was replaced after jobs {job} started on it"}, down
+    marked = time.monotonic()
+    env.ctl.down("cpu-0", down["cpu-0"])
+    env.wait_for(lambda: env.job_field(job, "JobState") == "PENDING", 15, f"job {job} requeued")
+    print(f"\njob {job} requeued {time.monotonic() - marked:.1f} s after the node was marked DOWN")
+    assert env.job_field(job, "Restarts") == "1"
+
+    # Next reconcile: this slurmd registered before the DOWN, so the operator gives the node back.
+    env.wait_for(lambda: not env.ctl.jobs() or not any(j.holds_nodes for j in env.ctl.jobs()), 30, "cpu-0 released")
+    down, resume = lost_slurmd_actions([pod], k8s_nodes, env.nodes(), env.ctl.jobs())
+    assert (down, resume) == ({}, ["cpu-0"])
+    env.ctl.resume(resume)
+    # It may start again after cred_expire (60 s), at the main scheduler's next pass
+    # (sched_interval, 60 s: nothing else wakes the scheduler when a begin time passes).
+    try:
+        env.wait_for(lambda: env.job_field(job, "JobState") == "COMPLETED", 200, f"requeued job {job} to complete")
+    except AssertionError:
+        print(env.c.run(env.ctld, f"scontrol -o show job {job}; scontrol -o show node cpu-0; date", check=False).stdout)
+        raise
+    print(f"requeued job {job} completed {time.monotonic() - marked:.1f} s after the DOWN (cred_expire hold, next scheduler pass, 20 s run)")
 
 
 # ---------------------------------------------------------------- 10. reconfigure

@@ -34,9 +34,10 @@ from .conditions_report import conditions_for, same_conditions
 from .drift import contains
 from .events import EventRecorder
 from .kube_api import KubeApi
+from .lost_slurmd import lost_slurmd_actions
 from .node_health import health_actions
 from .scale_down import ScalePlan, plan_scale
-from .slurm_control import SlurmCommandError, SlurmControl
+from .slurm_control import SlurmCommandError, SlurmControl, SlurmJob, job_counts
 
 log = logging.getLogger(__name__)
 AUTH_KEY_BYTES = 1024
@@ -70,6 +71,7 @@ class Run:
     desired: list[dict] = field(default_factory=list)
     slurm: SlurmControl | None = None
     slurm_nodes: dict | None = None
+    slurm_jobs: list[SlurmJob] | None = None
     controller_pod: dict | None = None
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None
@@ -185,6 +187,7 @@ class ClusterReconciler:
             return
         try:
             run.slurm_nodes = {node.name: node for node in run.slurm.nodes()}
+            run.slurm_jobs = run.slurm.jobs()
         except SlurmCommandError as error:
             log.info("slurmctld of %s not answering: %s", run.cluster.metadata.name, error)
             run.slurm = None
@@ -307,6 +310,11 @@ class ClusterReconciler:
         pods = self.api.list(kinds.POD, cluster.metadata.namespace, _selector(cluster.metadata.name) + ",app.kubernetes.io/component=slurmd")
         self.label_busy_pods(pods, run.slurm_nodes or {})
         k8s_nodes = {n["metadata"]["name"]: n for n in self.api.list(kinds.NODE, None)} if pods else {}
+        lost, found = lost_slurmd_actions(pods, k8s_nodes, run.slurm_nodes or {}, run.slurm_jobs or [])
+        for node, why in lost.items():
+            run.slurm.down(node, why)
+            self.events.warning(run.raw, "SlurmdLost", f"{node} marked DOWN so Slurm requeues its jobs now: {why}")
+        run.slurm.resume(found)
         drain_health, resume_health = health_actions(pods, k8s_nodes, run.slurm_nodes or {})
         for node, why in drain_health.items():
             run.slurm.drain([node], why)
@@ -358,10 +366,8 @@ class ClusterReconciler:
             status["nodes"] = len(ours)
             status["idleNodes"] = sum(1 for n in ours if n.base_state == "IDLE" and not n.drained)
             status["gpus"] = sum(n.gpus for n in ours)
-            try:
-                status["runningJobs"], status["pendingJobs"] = run.slurm.job_counts()
-            except SlurmCommandError:
-                pass
+            if run.slurm_jobs is not None:
+                status["runningJobs"], status["pendingJobs"] = job_counts(run.slurm_jobs)
         else:
             for key in ("nodes", "idleNodes", "gpus", "runningJobs", "pendingJobs"):
                 if key in old:

@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from .slurm_hostlist import expand
+
 OPERATOR_REASON_PREFIX = "kubeslurm:"
 # Job states that still hold a node's resources (squeue --states).
 HOLDING_STATES = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED,STAGE_OUT"
@@ -64,6 +66,24 @@ class SlurmNode:
             if parts and parts[0] == "gpu" and parts[-1].isdigit():
                 total += int(parts[-1])
         return total
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    id: str
+    state: str
+    start: int | None  # epoch seconds; None until it starts
+    nodes: tuple[str, ...]
+
+    @property
+    def holds_nodes(self) -> bool:
+        return self.state in HOLDING_STATES.split(",")
+
+
+def parse_job_line(line: str) -> SlurmJob:
+    """One line of `squeue --format=%i|%T|%S|%N` with SLURM_TIME_FORMAT=%s (start as epoch seconds)."""
+    job, state, start, hosts = line.strip().split("|", 3)
+    return SlurmJob(job, state, int(start) if start.isdigit() else None, tuple(expand(hosts)) if hosts else ())
 
 
 _FIELD_START = re.compile(r" (?=[A-Za-z_]+=)")
@@ -125,10 +145,17 @@ class SlurmControl:
             return [h for h in hostlist.split(",") if h]
         return self._ok(["scontrol", "show", "hostnames", hostlist]).split()
 
+    def jobs(self) -> list[SlurmJob]:
+        """Every job slurmctld holds, with its state, start time and nodes: one squeue call."""
+        out = self._ok(["env", "SLURM_TIME_FORMAT=%s", "squeue", "--noheader", "--all", "--format=%i|%T|%S|%N"])
+        return [parse_job_line(line) for line in out.splitlines() if line.strip()]
+
     def job_counts(self) -> tuple[int, int]:
-        out = self._ok(["squeue", "--noheader", "--all", "--format=%T"])
-        states = out.split()
-        return states.count("RUNNING"), states.count("PENDING")
+        return job_counts(self.jobs())
+
+    def down(self, node: str, why: str) -> None:
+        """DOWN: Slurm requeues (or ends, per --requeue) the node's jobs at once."""
+        self._ok(["scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={OPERATOR_REASON_PREFIX} {why}"])
 
     def drain(self, node_names: list[str], why: str) -> None:
         if node_names:
@@ -155,6 +182,11 @@ class SlurmControl:
             text = (result.stdout + result.stderr).lower()
             if result.returncode != 0 and not any(harmless in text for harmless in SACCTMGR_UNCHANGED):
                 raise SlurmCommandError(f"sacctmgr {shlex.join(args)} failed: {text.strip()}")
+
+
+def job_counts(jobs: list[SlurmJob]) -> tuple[int, int]:
+    """(running, pending)."""
+    return sum(1 for j in jobs if j.state == "RUNNING"), sum(1 for j in jobs if j.state == "PENDING")
 
 
 def pod_exec_runner(api_client, namespace: str, pod: str, container: str) -> Callable:
