@@ -43,6 +43,7 @@ def render(cluster_document: dict, node_set_documents: list[dict]) -> str:
 def forget_derived_users() -> None:
     slurm_pod._uids_of.cache_clear()
     slurm_pod._users_script.cache_clear()
+    slurm_pod._install_script.cache_clear()
 
 
 @pytest.fixture
@@ -122,3 +123,38 @@ def test_users_added_to_a_model_in_place_are_rendered():
     assert "zoe:x:" not in script(before)
     assert "zoe:x:" in script(after)
     assert slurm_pod.account_users(cluster)["zoe"] > slurm_pod.FIRST_UID
+
+
+def clear_every_container(value) -> None:
+    """Empty every dict and list reachable from value, innermost first."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for child in list(children):
+        clear_every_container(child)
+    if isinstance(value, (dict, list)):
+        value.clear()
+
+
+def test_rendered_objects_share_nothing_mutable_with_later_renders_or_the_models():
+    """Render builds slurmd templates without a deep copy: a caller changing one must change nothing else."""
+    placement = {
+        "nodeSelector": {"example.com/pool": "gpu"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+    }
+    placed = set_path(GPU_NODES, "spec", {**GPU_NODES["spec"], **placement})
+    with_template = set_path(CPU_NODES, "spec.podTemplate", {"metadata": {"labels": {"team": "vision"}}})
+    cluster, models = load_with_uids(CLUSTER, placed, with_template)
+    models_before = [model.model_dump() for model in (cluster, *models)]
+
+    def objects() -> list[dict]:
+        rendered = cluster_objects(cluster, models, database_password="pw")
+        for node_set in models:
+            rendered += node_set_objects(cluster, node_set)
+        return rendered
+
+    first = objects()
+    expected = json.dumps(first)
+    clear_every_container(first)
+    assert json.dumps(objects()) == expected
+    assert [model.model_dump() for model in (cluster, *models)] == models_before

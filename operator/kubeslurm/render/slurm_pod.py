@@ -108,7 +108,7 @@ def _names_users(cluster: SlurmCluster) -> bool:
 # Every Slurm pod template of a cluster needs the same users, and a cluster keeps them
 # across reconciles: computed once per distinct set of users, not once per template.
 # A few entries cover the clusters one operator reconciles in turn.
-_USER_CACHE_SIZE = 32
+_USER_CACHE_SIZE = 16
 
 
 @lru_cache(maxsize=_USER_CACHE_SIZE)
@@ -180,27 +180,38 @@ def install_config_container(
 
     `prepare`: more shell lines run as root before the daemon starts (e.g. owning a PVC).
     """
-    lines = ["set -eu", f"install -o slurm -g slurm -m 0600 {KEY_MOUNT}/{AUTH_KEY_FILE} {SLURM_ETC}/{AUTH_KEY_FILE}"]
     volume_mounts = [
         slurm_etc_mount(read_only=False),
         {"name": KEY_VOLUME, "mountPath": KEY_MOUNT, "readOnly": True},
     ]
     if config_mode is not None:
-        # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
-        lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
         volume_mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True})
-    if _names_users(cluster):
-        lines.append(_users_script(_account_user_names(cluster)))
+    user_names = _account_user_names(cluster) if _names_users(cluster) else ()
+    if user_names:
         volume_mounts += [
             {"name": USERS_VOLUME, "mountPath": USERS_DIR},
             {"name": HOME_VOLUME, "mountPath": HOME_DIR},
         ]
-    lines += list(prepare)
     return {
         "name": INSTALL_CONFIG_CONTAINER,
         **image_fields(cluster),
-        "command": ["/bin/sh", "-c", "\n".join(lines)],
+        "command": ["/bin/sh", "-c", _install_script(config_mode, tuple(prepare), user_names)],
         "securityContext": {"runAsUser": 0},
         "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
         "volumeMounts": volume_mounts + list(mounts),
     }
+
+
+# With many users the script is large (about 250 bytes a user): the slurmd pods of all
+# NodeSets share one string rather than joining a copy each. Each cluster has a few
+# variants (controller, accounting, login and slurmd differ in config_mode and prepare).
+@lru_cache(maxsize=4 * _USER_CACHE_SIZE)
+def _install_script(config_mode: str | None, prepare: tuple[str, ...], user_names: tuple[tuple[str, ...], ...]) -> str:
+    lines = ["set -eu", f"install -o slurm -g slurm -m 0600 {KEY_MOUNT}/{AUTH_KEY_FILE} {SLURM_ETC}/{AUTH_KEY_FILE}"]
+    if config_mode is not None:
+        # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
+        lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
+    if user_names:
+        lines.append(_users_script(user_names))
+    lines += prepare
+    return "\n".join(lines)

@@ -18,6 +18,8 @@ default OnDelete strategy even an image change waits until the operator or an ad
 deletes the pod.
 """
 
+from copy import deepcopy
+
 from ..api import NodeSet, SlurmCluster
 from . import labels, naming, pods, slurm_pod
 from .pod_template_merge import merge_pod_template
@@ -83,7 +85,7 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "slurmd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(quantities), "limits": dict(quantities)},
-        "readinessProbe": dict(READINESS_PROBE),
+        "readinessProbe": deepcopy(READINESS_PROBE),
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", PRE_STOP]}}},
         "securityContext": security,
         "volumeMounts": [
@@ -97,7 +99,12 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
 
 
 def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet) -> dict:
-    """Our template with spec.podTemplate merged over it; the operator's labels always win."""
+    """Our template with spec.podTemplate merged over it; the operator's labels always win.
+
+    The template shares no mutable object with the NodeSet or this module (callers may
+    change it), so it is built from copies rather than merged (a deep copy) when there
+    is no podTemplate: that copy was most of the render time of a large cluster.
+    """
     spec = node_set.spec
     pod_labels = labels.object_labels(cluster.metadata.name, labels.SLURMD, node_set.metadata.name)
     pod_spec = pods.pod_spec(
@@ -116,11 +123,12 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.tolerations:
-        pod_spec["tolerations"] = [dict(toleration) for toleration in spec.tolerations]
+        pod_spec["tolerations"] = deepcopy(spec.tolerations)
     if spec.affinity is not None:
-        pod_spec["affinity"] = dict(spec.affinity)
-    overlay = spec.pod_template.overlay() if spec.pod_template is not None else None
-    template = merge_pod_template(pods.pod_template(pod_labels, {}, pod_spec), overlay)
+        pod_spec["affinity"] = deepcopy(spec.affinity)
+    template = pods.pod_template(pod_labels, {}, pod_spec)
+    if spec.pod_template is not None:
+        template = merge_pod_template(template, spec.pod_template.overlay())
     # The StatefulSet selects pods by these labels and the operator finds them by them.
     template.setdefault("metadata", {}).setdefault("labels", {}).update(pod_labels)
     return template

@@ -12,8 +12,26 @@ from .templates import render_template
 UNLABELLED = "unlabelled"
 
 
+_NOT_IN_A_SWITCH_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
 def _switch_part(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", value) or "_"
+    return _NOT_IN_A_SWITCH_NAME.sub("_", value) or "_"
+
+
+def _nodes_by_path(labels: list[str], placements: dict[str, dict[str, str]]) -> dict[tuple, set[str]]:
+    """Nodes grouped by the switch-name parts of their label values, in label order.
+
+    Thousands of nodes share a few distinct values: each is made a switch-name part
+    once, not once per node.
+    """
+    by_values: dict[tuple, list[str]] = {}
+    for node, node_labels in placements.items():
+        by_values.setdefault(tuple([node_labels.get(label, UNLABELLED) for label in labels]), []).append(node)
+    by_path: dict[tuple, set[str]] = {}
+    for values, nodes in by_values.items():
+        by_path.setdefault(tuple(map(_switch_part, values)), set()).update(nodes)
+    return by_path
 
 
 def _hostlist(nodes) -> str:
@@ -22,10 +40,7 @@ def _hostlist(nodes) -> str:
 
 def tree_lines(labels: list[str], placements: dict[str, dict[str, str]]) -> list[str]:
     """One switch per distinct label path; parents join their children; a root joins the tops."""
-    leaves: dict[tuple, set[str]] = {}
-    for node, node_labels in placements.items():
-        path = tuple(_switch_part(node_labels.get(label, UNLABELLED)) for label in labels)
-        leaves.setdefault(path, set()).add(node)
+    leaves = _nodes_by_path(labels, placements)
     if not leaves:
         return []
 
@@ -47,9 +62,7 @@ def tree_lines(labels: list[str], placements: dict[str, dict[str, str]]) -> list
 
 
 def block_lines(label: str, placements: dict[str, dict[str, str]], block_sizes: list[int] | None) -> list[str]:
-    blocks: dict[str, set[str]] = {}
-    for node, node_labels in placements.items():
-        blocks.setdefault(_switch_part(node_labels.get(label, UNLABELLED)), set()).add(node)
+    blocks = {path[0]: nodes for path, nodes in _nodes_by_path([label], placements).items()}
     lines = [f"BlockName=b-{name} Nodes={_hostlist(nodes)}" for name, nodes in sorted(blocks.items())]
     if lines and block_sizes:
         lines.append("BlockSizes=" + ",".join(str(size) for size in block_sizes))
