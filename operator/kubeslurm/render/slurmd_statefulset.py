@@ -49,12 +49,14 @@ PRE_STOP = (
 # running-jobs PodDisruptionBudget). A TCP check would pass for a wedged slurmd.
 # No liveness probe: restarting the container kills its jobs; a hung slurmd is
 # Slurm's to handle (the node goes NOT_RESPONDING, then DOWN, and jobs requeue).
-READINESS_PROBE = {
-    "exec": {"command": ["scontrol", "show", "slurmd"]},
-    "periodSeconds": 15,
-    "timeoutSeconds": 10,
-    "failureThreshold": 3,
-}
+def readiness_probe() -> dict:
+    """A new dict each time: callers may change the templates they get."""
+    return {
+        "exec": {"command": ["scontrol", "show", "slurmd"]},
+        "periodSeconds": 15,
+        "timeoutSeconds": 10,
+        "failureThreshold": 3,
+    }
 
 
 def slurmd_resources(node_set: NodeSet) -> dict[str, str]:
@@ -85,7 +87,7 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "slurmd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(quantities), "limits": dict(quantities)},
-        "readinessProbe": deepcopy(READINESS_PROBE),
+        "readinessProbe": readiness_probe(),
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", PRE_STOP]}}},
         "securityContext": security,
         "volumeMounts": [
