@@ -142,8 +142,9 @@ SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
          lambda t: t["metadata"]["labels"]["team"] == "vision"
          and t["metadata"]["labels"][labels.NODE_SET] == "h100"
          and t["metadata"]["annotations"]["example.com/a"] == "b"),
-        ({"metadata": {"labels": {labels.NODE_SET: "hijacked"}}},
-         lambda t: t["metadata"]["labels"][labels.NODE_SET] == "h100"),
+        # kubeslurm.io/ labels are refused by the model (test_hostile_manifests); the others the operator overrides
+        ({"metadata": {"labels": {labels.INSTANCE: "hijacked"}}},
+         lambda t: t["metadata"]["labels"][labels.INSTANCE] == "research"),
         ({"spec": {"volumes": [{"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}}],
                    "containers": [{"name": "slurmd", "volumeMounts": [{"name": "datasets", "mountPath": "/datasets"}]}]}},
          lambda t: t["spec"]["volumes"][-1]["name"] == "datasets"

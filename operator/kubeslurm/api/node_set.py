@@ -91,28 +91,12 @@ CLUSTER_POD_SUFFIXES = (
     *(f"login-{ordinal}" for ordinal in range(MAX_LOGIN_REPLICAS)),
 )
 RESERVED_NODE_SET_SUFFIXES = CLUSTER_OBJECT_SUFFIXES + CLUSTER_POD_SUFFIXES
-# The cluster's Secrets: a NodeSet's pods may not mount them or read them into env.
-CLUSTER_SECRET_SUFFIXES = ("auth-key", "mariadb-password", "slurmdbd-config")
 
 
-_CLUSTER_SECRETS_CEL = "[" + ", ".join(f"self.clusterName + '-{suffix}'" for suffix in CLUSTER_SECRET_SUFFIXES) + "]"
 _GPU_CEL = "(has(self.gpus) && has(self.gpus.resourceName) ? self.gpus.resourceName : 'nvidia.com/gpu')"
 _HAS_POD_SPEC = "has(self.podTemplate) && has(self.podTemplate.spec)"
 # The CRD's form of NodeSetSpec._pod_template_keeps_to_its_own.
 POD_TEMPLATE_RULES = [
-    {
-        "rule": f"!({_HAS_POD_SPEC} && has(self.podTemplate.spec.volumes)) || self.podTemplate.spec.volumes.all(v, "
-        f"!has(v.secret) || !(v.secret.secretName in {_CLUSTER_SECRETS_CEL}))",
-        "message": "podTemplate.spec.volumes[].secret.secretName must not be one of the cluster's Secrets "
-        "(<clusterName>-auth-key, -mariadb-password, -slurmdbd-config)",
-    },
-    {
-        "rule": f"!({_HAS_POD_SPEC} && has(self.podTemplate.spec.containers)) || self.podTemplate.spec.containers.all(c, "
-        f"!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef) || "
-        f"!(e.valueFrom.secretKeyRef.name in {_CLUSTER_SECRETS_CEL})))",
-        "message": "podTemplate.spec.containers[].env[].valueFrom.secretKeyRef.name must not be one of the cluster's Secrets "
-        "(<clusterName>-auth-key, -mariadb-password, -slurmdbd-config)",
-    },
     {
         "rule": f"!({_HAS_POD_SPEC} && has(self.podTemplate.spec.containers)) || self.podTemplate.spec.containers.all(c, "
         f"!has(c.resources) || ((!has(c.resources.requests) || !({_GPU_CEL} in c.resources.requests)) && "
@@ -158,9 +142,9 @@ class NodeSetSpec(KubeModel):
             "env and volumeMounts item by item on their name or mountPath). Only what cannot give a job or a "
             "researcher more than slurmd has: " + ALLOWED_SUMMARY + ". Refused: more containers or init containers, "
             "securityContext/privileged, hostNetwork/hostPID/hostIPC, serviceAccountName, hostPath and other volume "
-            "types, a volume or env var of the cluster's Secrets (<cluster>-auth-key, -mariadb-password, "
-            "-slurmdbd-config), mounts at, under or above the paths slurmd uses, the operator's volume and env names, "
-            "and nulls (they would delete the operator's settings)."
+            "types, a volume or env var of any cluster's key or password Secret (*-auth-key, *-mariadb-password, "
+            "*-slurmdbd-config), mounts at, under or above the paths slurmd uses, the operator's volume and env names, "
+            "labels and annotations under kubeslurm.io/, and nulls (they would delete the operator's settings)."
         ),
     )
     update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, description="How slurmd pods pick up a new image or pod template.")
@@ -176,29 +160,13 @@ class NodeSetSpec(KubeModel):
         return self.gpus.resource_name if self.gpus else GPUs.model_fields["resource_name"].default
 
     def _pod_template_keeps_to_its_own(self) -> None:
-        """podTemplate checks that need clusterName or the GPU resource (the rest are in pod_template.py)."""
+        """The podTemplate check that needs the NodeSet's GPU resource (the rest are in pod_template.py)."""
         spec = self.pod_template.spec if self.pod_template else None
         if spec is None:
             return
-        secrets = cluster_secret_names(self.cluster_name)
-        for index, volume in enumerate(spec.volumes or []):
-            if volume.secret is not None and volume.secret.secret_name in secrets:
-                raise SubfieldError(
-                    f"podTemplate.spec.volumes[{index}].secret.secretName",
-                    f"{volume.secret.secret_name} is a Secret of cluster {self.cluster_name} (its auth key or database "
-                    "password): slurmd pods get only what the operator mounts",
-                )
         gpu = self.gpu_resource_name()
         for index, container in enumerate(spec.containers or []):
             path = f"podTemplate.spec.containers[{index}]"
-            for env_index, env in enumerate(container.env or []):
-                ref = env.value_from.secret_key_ref if env.value_from else None
-                if ref is not None and ref.name in secrets:
-                    raise SubfieldError(
-                        f"{path}.env[{env_index}].valueFrom.secretKeyRef.name",
-                        f"{ref.name} is a Secret of cluster {self.cluster_name} (its auth key or database password): "
-                        "it may not reach an environment variable",
-                    )
             resources = container.resources
             for field, quantities in (("requests", resources and resources.requests), ("limits", resources and resources.limits)):
                 if quantities and gpu in quantities:
@@ -206,10 +174,6 @@ class NodeSetSpec(KubeModel):
                         f"{path}.resources.{field}.{gpu}",
                         "GPUs come from spec.gpus (slurmd registers them as gres/gpu): set spec.gpus.count",
                     )
-
-
-def cluster_secret_names(cluster: str) -> tuple[str, ...]:
-    return tuple(f"{cluster}-{suffix}" for suffix in CLUSTER_SECRET_SUFFIXES)
 
 
 class NodeSetStatus(KubeModel):

@@ -13,7 +13,7 @@ forge any Slurm user. So podTemplate is not a free pod template. It may change:
 Everything else is refused, each with the field named: more containers or init
 containers (they would run beside slurmd with its volumes), host namespaces, privileged
 or other securityContext, serviceAccountName, hostPath volumes, a volume or env var of
-the cluster's own Secrets (the auth key above all), mounts over the paths slurmd needs,
+any cluster's key or password Secrets, mounts over the paths slurmd needs,
 and cpu/memory/GPU resources (they come from spec.resources and spec.gpus, which slurmd
 registers). Null values are refused too: in the merge a null deletes the operator's field.
 
@@ -24,7 +24,7 @@ same; fields not declared here are unknown to the CRD schema, which kubectl refu
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
 from .base import KubeModel, SubfieldError, preserve_unknown
 from .names import (
@@ -115,14 +115,59 @@ LabelValue = Annotated[str, Field(max_length=MAX_LABEL_VALUE, pattern=LABEL_VALU
 Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY_PATTERN)]
 ResourceName = Annotated[str, Field(max_length=MAX_LABEL_KEY, pattern=RESOURCE_NAME_PATTERN)]
 SecretName = Annotated[str, Field(min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN)]
+
+# Every kubeslurm cluster keeps its auth key, database password and slurmdbd.conf in Secrets
+# named `<cluster>-<suffix>` (render/naming.py). A slurmd pod may read none of them, not even
+# another cluster's: whoever reads a key can forge any user of that cluster, and a
+# podTemplate may make a mounted Secret readable by every job (defaultMode).
+CLUSTER_SECRET_SUFFIXES = ("-auth-key", "-mariadb-password", "-slurmdbd-config")
+_CLUSTER_SECRET_MESSAGE = (
+    "Secrets named *-auth-key, *-mariadb-password or *-slurmdbd-config are a kubeslurm cluster's key and passwords: "
+    "a slurmd pod gets only what the operator mounts"
+)
+_NOT_A_CLUSTER_SECRET = {
+    "x-kubernetes-validations": [
+        {"rule": " && ".join(f"!self.endsWith('{suffix}')" for suffix in CLUSTER_SECRET_SUFFIXES), "message": _CLUSTER_SECRET_MESSAGE}
+    ]
+}
+
+
+def _not_a_cluster_secret(name: str) -> str:
+    if name.endswith(CLUSTER_SECRET_SUFFIXES):
+        raise ValueError(f"{name}: {_CLUSTER_SECRET_MESSAGE}")
+    return name
+
+
+UserSecretName = Annotated[SecretName, Field(json_schema_extra=_NOT_A_CLUSTER_SECRET), AfterValidator(_not_a_cluster_secret)]
+
+# The operator's labels and annotations (the running-jobs label that the disruption budget
+# counts, the config hash) are under kubeslurm.io/: a template must not preset them.
+RESERVED_METADATA_PREFIX = "kubeslurm.io/"
+_NOT_RESERVED_KEY = {
+    "x-kubernetes-validations": [
+        {"rule": f"self.all(k, !k.startsWith('{RESERVED_METADATA_PREFIX}'))",
+         "message": f"keys under {RESERVED_METADATA_PREFIX} are the operator's"}
+    ]
+}
+
+
+def _no_reserved_keys(values: dict[str, str] | None) -> dict[str, str] | None:
+    for key in values or {}:
+        if key.startswith(RESERVED_METADATA_PREFIX):
+            raise SubfieldError(key, f"keys under {RESERVED_METADATA_PREFIX} are the operator's (it sets them on the pods itself)")
+    return values
 RelativePath = Annotated[str, Field(max_length=1024, pattern=r"^[A-Za-z0-9_@+=,-][A-Za-z0-9_.@+=,-]*(/[A-Za-z0-9_@+=,-][A-Za-z0-9_.@+=,-]*)*$")]
 
 
 class PodTemplateMetadata(PodTemplatePart):
-    labels: dict[LabelKey, LabelValue] | None = Field(default=None, max_length=64, description="Extra pod labels.")
-    annotations: dict[LabelKey, Annotated[str, Field(max_length=4096)]] | None = Field(
-        default=None, max_length=64, description="Extra pod annotations."
+    labels: dict[LabelKey, LabelValue] | None = Field(
+        default=None, max_length=64, description="Extra pod labels (not under kubeslurm.io/).", json_schema_extra=_NOT_RESERVED_KEY
     )
+    annotations: dict[LabelKey, Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64, description="Extra pod annotations (not under kubeslurm.io/).", json_schema_extra=_NOT_RESERVED_KEY
+    )
+
+    _keys_are_ours = field_validator("labels", "annotations")(_no_reserved_keys)
 
 
 class KeyToPath(PodTemplatePart):
@@ -132,7 +177,7 @@ class KeyToPath(PodTemplatePart):
 
 
 class SecretVolumeSource(PodTemplatePart):
-    secret_name: SecretName = Field(description="Not one of the cluster's own Secrets (its auth key above all).")
+    secret_name: UserSecretName = Field(description="Not a cluster's key or password Secret (*-auth-key, *-mariadb-password, *-slurmdbd-config).")
     items: list[KeyToPath] | None = Field(default=None, max_length=64)
     default_mode: int | None = Field(default=None, ge=0, le=0o777)
     optional: bool | None = None
@@ -262,7 +307,7 @@ class VolumeMount(PodTemplatePart):
 
 
 class SecretKeySelector(PodTemplatePart):
-    name: SecretName = Field(description="Not one of the cluster's own Secrets.")
+    name: UserSecretName = Field(description="Not a cluster's key or password Secret (*-auth-key, *-mariadb-password, *-slurmdbd-config).")
     key: str = Field(max_length=MAX_DNS_SUBDOMAIN, pattern=SECRET_KEY_PATTERN)
     optional: bool | None = None
 
