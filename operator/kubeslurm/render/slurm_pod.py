@@ -107,7 +107,8 @@ def _names_users(cluster: SlurmCluster) -> bool:
 
 # Every Slurm pod template of a cluster needs the same users, and a cluster keeps them
 # across reconciles: computed once per distinct set of users, not once per template.
-# A few entries cover the clusters one operator reconciles in turn.
+# A few entries cover the clusters one operator reconciles in turn; with more clusters
+# than entries a render still derives its users once, as all its templates share them.
 _USER_CACHE_SIZE = 16
 
 
