@@ -81,7 +81,7 @@ crds: venv
 ## docs/api.md is regenerated with the CRDs
 docs: crds
 
-## speed figures: rendering 1000 nodes / 8000 GPUs; kubeslurm on the local cluster vs. native Slurm
+## speed figures: rendering 1000 and 5000 nodes (bench-render fails only on a missed target); kubeslurm on the local cluster vs. native Slurm
 bench: bench-render bench-cluster
 
 bench-render: venv
