@@ -80,10 +80,8 @@ class UpdateStrategy(KubeModel):
 # a unit test keeps this list in step with it). A NodeSet is a StatefulSet and a Service of
 # its own name with pods `<nodeset>-<ordinal>`, so it may be none of these names, nor a
 # name whose pods would be (`<cluster>-slurmctld` makes pods named like the slurmctld Services).
-RESERVED_SUFFIXES = ("controller", "accounting", "mariadb", "login")
 CLUSTER_OBJECT_SUFFIXES = (
-    *RESERVED_SUFFIXES,
-    "controller-state", "slurmctld", "slurmdbd", "database", "slurm-config", "auth-key", "slurmdbd-config",
+    "controller", "accounting", "mariadb", "login", "controller-state", "slurmctld", "slurmdbd", "database", "slurm-config", "auth-key", "slurmdbd-config",
     "mariadb-password",
 )
 CLUSTER_POD_SUFFIXES = (
