@@ -48,8 +48,8 @@ IMAGE_PATTERN = (
     r"(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
 )
 MAX_IMAGE = 512
-# A database server: a host name, an IPv4 address or an IPv6 address (without brackets).
-DATABASE_HOST_PATTERN = (
+# A server (database, NFS): a host name, an IPv4 address or an IPv6 address (without brackets).
+HOST_PATTERN = (
     r"^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*"
     r"|[0-9A-Fa-f]*:[0-9A-Fa-f:.]*)$"
 )
@@ -72,8 +72,11 @@ SLURM_CONF_VALUE_HELP = (
 RESOURCE_NAME_PATTERN = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
 # Environment variable names as Kubernetes accepts them (C identifiers plus '-' and '.').
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-# An absolute path of plain components: no '..', no whitespace, quote or control character.
-MOUNT_PATH_PATTERN = r"^(/[A-Za-z0-9_.@+=,-]+)+$"
+# An absolute path of plain components: none is '.' or '..', no whitespace, quote or control character.
+_PATH_COMPONENT = r"([A-Za-z0-9_@+=,-][A-Za-z0-9_.@+=,-]*|\.[A-Za-z0-9_@+=,-][A-Za-z0-9_.@+=,-]*|\.\.[A-Za-z0-9_.@+=,-]+)"
+MOUNT_PATH_PATTERN = rf"^(/{_PATH_COMPONENT})+$"
+# The same, relative (a subPath, a file inside a volume).
+RELATIVE_PATH_PATTERN = rf"^{_PATH_COMPONENT}(/{_PATH_COMPONENT})*$"
 
 # Slurm reads these words specially wherever a name is expected.
 # - PartitionName=DEFAULT (any case) is the template of the lines after it, not a partition.

@@ -8,7 +8,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .base import KubeModel, SubfieldError
 from .conditions import CONDITIONS_LIST, Condition
 from .names import (
-    DATABASE_HOST_PATTERN,
+    HOST_PATTERN,
     DATABASE_NAME_PATTERN,
     DATABASE_USER_PATTERN,
     DNS_LABEL_PATTERN,
@@ -115,7 +115,7 @@ class SecretKeyRef(KubeModel):
 
 class ExternalDatabase(KubeModel):
     host: str = Field(
-        min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DATABASE_HOST_PATTERN,
+        min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=HOST_PATTERN,
         description="MySQL/MariaDB host name, IPv4 or IPv6 address reachable from the slurmdbd pod (StorageHost).",
     )
     port: int = Field(default=3306, ge=1, le=65535)
