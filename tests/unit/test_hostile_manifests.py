@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from kubeslurm.api import ManifestError, load_documents
-from kubeslurm.api.manifest_yaml import load_all
 from kubeslurm.cli import main
 from kubeslurm.render.config_files import render_config_files
 from kubeslurm.render.errors import RenderError

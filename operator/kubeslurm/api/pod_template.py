@@ -28,9 +28,9 @@ from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_v
 
 from .base import KubeModel, SubfieldError, preserve_unknown
 from .names import (
-    HOST_PATTERN,
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
+    HOST_PATTERN,
     ENV_NAME_PATTERN,
     IMAGE_PATTERN,
     LABEL_KEY_PATTERN,

@@ -8,11 +8,11 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .base import KubeModel, SubfieldError
 from .conditions import CONDITIONS_LIST, Condition
 from .names import (
-    HOST_PATTERN,
     DATABASE_NAME_PATTERN,
     DATABASE_USER_PATTERN,
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
+    HOST_PATTERN,
     IMAGE_PATTERN,
     LABEL_KEY_PATTERN,
     MAX_DNS_SUBDOMAIN,
