@@ -9,7 +9,7 @@ import yaml
 
 from .api import ManifestError, NodeSet, SlurmCluster, load_files
 from .api.crds import crd_file_name, custom_resource_definitions
-from .render.cluster_objects import cluster_objects, node_set_objects
+from .render.cluster_objects import desired_objects
 from .render.config_files import render_config_files
 from .render.errors import RenderError
 from .render.name_collisions import name_collisions
@@ -75,9 +75,11 @@ def kubernetes_objects_offline(cluster: SlurmCluster, node_sets: list[NodeSet]) 
     objects = [auth_key_secret(cluster, GENERATED_AT_APPLY_TIME.encode())]
     if cluster.spec.accounting.enabled and cluster.spec.accounting.database.internal is not None:
         objects.append(database_password_secret(cluster, GENERATED_AT_APPLY_TIME))
-    objects += cluster_objects(cluster, node_sets, database_password=_offline_database_password(cluster))
-    for node_set in node_sets:
-        objects += node_set_objects(cluster, node_set)
+    # The NodeSets themselves are the user's: the ownerReference the operator adds to each is left out.
+    objects += [
+        obj for obj in desired_objects(cluster, node_sets, database_password=_offline_database_password(cluster))
+        if obj["kind"] != "NodeSet"
+    ]
     return [_decoded_secret(obj) for obj in objects]
 
 

@@ -5,9 +5,10 @@ import json
 
 import pytest
 
+from kubeslurm import ownership
 from kubeslurm.api import load_documents
 from kubeslurm.render import labels, naming
-from kubeslurm.render.cluster_objects import MANAGED_KINDS, cluster_objects, node_set_objects
+from kubeslurm.render.cluster_objects import cluster_objects, desired_objects, node_set_objects
 from kubeslurm.render.config_hash import CONFIG_HASH_ANNOTATION
 from kubeslurm.render.metadata import owner_reference
 from kubeslurm.render.secrets import auth_key_secret, database_password_secret
@@ -20,11 +21,25 @@ KEY = bytes(range(256)) * 4  # 1024 bytes, like the handler's
 
 
 def everything(cluster_doc=CLUSTER, node_set_docs=(GPU_NODES, CPU_NODES), password=PASSWORD) -> list[dict]:
+    """What the cluster owns: desired_objects without the NodeSets' owner references, plus the Secrets made once."""
     cluster, node_sets = load_with_uids(cluster_doc, *node_set_docs)
-    objects = cluster_objects(cluster, node_sets, database_password=password)
-    for node_set in node_sets:
-        objects += node_set_objects(cluster, node_set)
+    objects = [o for o in desired_objects(cluster, node_sets, database_password=password) if o["kind"] != "NodeSet"]
     return objects + [auth_key_secret(cluster, KEY), database_password_secret(cluster, PASSWORD)]
+
+
+def test_desired_objects_are_the_cluster_s_then_each_node_set_s_then_their_owner_references():
+    cluster, node_sets = load_with_uids(CLUSTER, GPU_NODES, CPU_NODES)
+    desired = desired_objects(cluster, node_sets, database_password=PASSWORD, replicas={"h100": 5})
+    expected = cluster_objects(cluster, node_sets, database_password=PASSWORD)
+    for node_set in node_sets:
+        expected += node_set_objects(cluster, node_set, replicas=5 if node_set.metadata.name == "h100" else None)
+    assert desired[: len(expected)] == expected
+    stubs = desired[len(expected):]
+    assert [(s["kind"], s["metadata"]["name"]) for s in stubs] == [("NodeSet", ns.metadata.name) for ns in node_sets]
+    assert all(s["metadata"]["ownerReferences"] == [owner_reference(cluster)] for s in stubs)
+    replicas = {o["metadata"]["name"]: o["spec"]["replicas"] for o in desired if o["kind"] == "StatefulSet"}
+    assert replicas[naming.node_set_statefulset("h100")] == 5
+    assert replicas[naming.node_set_statefulset("cpu")] == next(ns for ns in node_sets if ns.metadata.name == "cpu").spec.replicas
 
 
 def find(objects: list[dict], kind: str, name: str) -> dict | None:
@@ -39,7 +54,7 @@ def test_every_object_is_owned_namespaced_and_labelled():
     for obj in everything():
         meta = obj["metadata"]
         assert meta["namespace"] == "hpc"
-        assert (obj["apiVersion"], obj["kind"]) in MANAGED_KINDS
+        assert ownership.kind_of(obj) in ownership.OWNED_KINDS and ownership.kind_of(obj).api_version == obj["apiVersion"]
         [owner] = meta["ownerReferences"]
         assert owner["controller"] is True and owner["blockOwnerDeletion"] is True
         assert owner["apiVersion"] == "kubeslurm.io/v1alpha1"

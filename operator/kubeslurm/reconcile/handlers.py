@@ -15,18 +15,19 @@ import time
 
 import kopf
 
+from .. import ownership
 from ..api import GROUP, VERSION
-from . import kinds
-from .cluster_reconcile import ClusterReconciler, StepFailed
-from .conditions_report import conditions_for, same_conditions
+from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
+from .run_state import StepFailed
 from .slurm_access import SlurmAccess
+from .status import report_cluster_not_found
 
 log = logging.getLogger(__name__)
 RESYNC_SECONDS = float(os.environ.get("KUBESLURM_RESYNC_SECONDS", "30"))
 MAX_BACKOFF_SECONDS = 300.0
-MANAGED = {"app.kubernetes.io/managed-by": "kubeslurm"}
+MANAGED = {ownership.MANAGED_BY: ownership.MANAGER}
 
 
 class Runtime:
@@ -119,41 +120,24 @@ def cluster_changed(namespace, name, **_):
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
-def node_set_changed(namespace, name, spec, status, body, type, **_):
+def node_set_changed(namespace, spec, body, type, **_):
     if type == "DELETED":
         RUNTIME.nudge(namespace, spec.get("clusterName"))
         return
-    cluster = RUNTIME.api.get(kinds.SLURM_CLUSTER, namespace, spec.get("clusterName", ""))
+    cluster = RUNTIME.api.get(ownership.SLURM_CLUSTER, namespace, spec.get("clusterName", ""))
     if cluster is not None:
         RUNTIME.nudge(namespace, cluster["metadata"]["name"])
         return
     # No cluster, no reconcile: say so on the NodeSet itself, and create nothing.
-    message = (
-        f"spec.clusterName: no SlurmCluster {spec.get('clusterName')!r} in namespace {namespace}; "
-        "create it or fix the name"
-    )
-    old = dict(status or {}).get("conditions", [])
-    new = conditions_for(
-        list(old), body["metadata"].get("generation"), ready=False, ready_reason="ClusterNotFound",
-        ready_message=message, degraded=("ClusterNotFound", message),
-    )
-    if not same_conditions(list(old), new):
-        RUNTIME.api.patch_status(kinds.NODE_SET, namespace, name, {"conditions": new, "observedGeneration": body["metadata"].get("generation")})
-        RUNTIME.events.warning(dict(body), "ClusterNotFound", message)
+    report_cluster_not_found(RUNTIME.api, RUNTIME.events, dict(body))
 
 
 def _nudge_owner(namespace, labels, **_):
-    RUNTIME.nudge(namespace, (labels or {}).get("kubeslurm.io/cluster"))
+    RUNTIME.nudge(namespace, (labels or {}).get(ownership.CLUSTER))
 
 
-for _group, _version, _plural in (
-    ("apps", "v1", "statefulsets"),
-    ("", "v1", "configmaps"),
-    ("", "v1", "services"),
-    ("", "v1", "pods"),
-    ("policy", "v1", "poddisruptionbudgets"),
-):
-    kopf.on.event(_group, _version, _plural, labels=MANAGED, id=f"owned-{_plural}")(_nudge_owner)
+for _kind in ownership.WATCHED_KINDS:
+    kopf.on.event(_kind.group, _kind.version, _kind.plural, labels=MANAGED, id=f"owned-{_kind.plural}")(_nudge_owner)
 
 
 @kopf.on.event("", "v1", "nodes")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from .kinds import Kind, kind_of
+from ..ownership import Kind, kind_of
 
 FIELD_MANAGER = "kubeslurm"
 log = logging.getLogger(__name__)

@@ -1,12 +1,15 @@
-"""Everything the operator wants to exist for one SlurmCluster and for each NodeSet.
+"""Everything the operator wants to exist for one SlurmCluster and its NodeSets.
 
-The handlers apply these lists with server-side apply and prune objects of
-MANAGED_KINDS that carry the cluster's labels but are no longer in them, except the
-two Secrets created once (auth key, database password: secrets.auth_key_secret and
-secrets.database_password_secret, not part of these lists) and the claims: the
-controller's state claim is never pruned, and the MariaDB data claims belong to
-their StatefulSet (deleted with it, kept on scale-down).
+`desired_objects` is the one answer, used by the reconcile (which applies it with
+server-side apply and prunes listed objects that carry the cluster's labels but are
+no longer in it) and by `kubeslurm render` (which prints it). Not in it: the two
+Secrets created once (auth key, database password: secrets.auth_key_secret and
+secrets.database_password_secret), and nothing prunes claims: the controller's
+state claim is never pruned, and the MariaDB data claims belong to their
+StatefulSet (deleted with it, kept on scale-down).
 """
+
+from collections.abc import Mapping
 
 from ..api import NodeSet, SlurmCluster
 from .accounting_statefulset import accounting_stateful_set
@@ -17,7 +20,7 @@ from .controller_statefulset import controller_stateful_set
 from .disruption_budgets import controller_disruption_budget, running_jobs_disruption_budget
 from .login_statefulset import login_stateful_set
 from .mariadb_statefulset import mariadb_stateful_set
-from .metadata import owner_reference
+from .metadata import owner_reference, owned_by_cluster
 from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret
 from .services import (
     accounting_service,
@@ -32,20 +35,28 @@ from .services import (
 from .slurmd_statefulset import slurmd_stateful_set
 from .slurmdbd_conf import render_slurmdbd_conf
 
-# The handlers' entry points: the two builders below and these three helpers.
-__all__ = [
-    "MANAGED_KINDS", "auth_key_secret", "cluster_objects", "database_password_secret", "node_set_objects",
-    "owner_reference",
-]
+__all__ = ["auth_key_secret", "cluster_objects", "database_password_secret", "desired_objects", "node_set_objects", "owner_reference"]
 
-MANAGED_KINDS = (
-    ("v1", "ConfigMap"),
-    ("v1", "Secret"),
-    ("v1", "Service"),
-    ("v1", "PersistentVolumeClaim"),
-    ("apps/v1", "StatefulSet"),
-    ("policy/v1", "PodDisruptionBudget"),
-)
+
+def desired_objects(
+    cluster: SlurmCluster,
+    node_sets: list[NodeSet],
+    *,
+    database_password: str | None,
+    placements: dict[str, dict[str, str]] | None = None,
+    replicas: Mapping[str, int] | None = None,
+) -> list[dict]:
+    """Every object the operator applies for one cluster, in apply order.
+
+    The cluster's objects, then each NodeSet's, then each NodeSet's ownerReference to
+    its cluster (deleting the cluster removes its NodeSets too). replicas: NodeSet name
+    -> the StatefulSet's replicas where a scale-down plan holds them above spec.replicas.
+    """
+    objects = cluster_objects(cluster, node_sets, database_password=database_password, placements=placements)
+    for node_set in node_sets:
+        objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name))
+    objects += [owned_by_cluster(node_set, cluster) for node_set in node_sets]
+    return objects
 
 
 def cluster_objects(

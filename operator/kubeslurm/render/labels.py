@@ -4,23 +4,22 @@ Selectors of StatefulSets are immutable, so they use only labels that never chan
 for the life of a pod: the cluster, the component and (slurmd) the NodeSet.
 """
 
-NAME = "app.kubernetes.io/name"
-INSTANCE = "app.kubernetes.io/instance"
-COMPONENT = "app.kubernetes.io/component"
-MANAGED_BY = "app.kubernetes.io/managed-by"
-CLUSTER = "kubeslurm.io/cluster"
-NODE_SET = "kubeslurm.io/nodeset"
-
-CONTROLLER = "controller"
-ACCOUNTING = "accounting"
-DATABASE = "database"
-LOGIN = "login"
-SLURMD = "slurmd"
-COMPONENTS = (CONTROLLER, ACCOUNTING, DATABASE, LOGIN, SLURMD)
-
-# Set by the operator (not by the pod template) on slurmd pods whose Slurm node runs
-# a job; the running-jobs PodDisruptionBudget protects exactly those pods.
-RUNNING_JOBS = "kubeslurm.io/running-jobs"
+from ..ownership import (  # noqa: F401  (the keys, for render's users)
+    ACCOUNTING,
+    CLUSTER,
+    COMPONENT,
+    COMPONENTS,
+    CONTROLLER,
+    DATABASE,
+    INSTANCE,
+    LOGIN,
+    MANAGED_BY,
+    MANAGER,
+    NAME,
+    NODE_SET,
+    RUNNING_JOBS,
+    SLURMD,
+)
 
 
 def selector_labels(cluster: str, component: str | None, node_set: str | None = None) -> dict[str, str]:
@@ -37,7 +36,7 @@ def selector_labels(cluster: str, component: str | None, node_set: str | None = 
 
 def object_labels(cluster: str, component: str | None, node_set: str | None = None) -> dict[str, str]:
     """Every label of an object: the selector labels plus who manages it and which cluster it serves."""
-    return {**selector_labels(cluster, component, node_set), MANAGED_BY: "kubeslurm", CLUSTER: cluster}
+    return {**selector_labels(cluster, component, node_set), MANAGED_BY: MANAGER, CLUSTER: cluster}
 
 
 def label_selector_string(labels: dict[str, str]) -> str:

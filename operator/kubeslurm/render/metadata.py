@@ -35,3 +35,16 @@ def object_meta(name: str, owner: SlurmCluster | NodeSet, labels: dict[str, str]
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
+
+
+def owned_by_cluster(node_set: NodeSet, cluster: SlurmCluster) -> dict:
+    """The part of a NodeSet the operator applies: an ownerReference to its cluster."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": node_set.kind,
+        "metadata": {
+            "name": node_set.metadata.name,
+            "namespace": node_set.metadata.namespace,
+            "ownerReferences": [owner_reference(cluster)],
+        },
+    }

@@ -1,0 +1,42 @@
+"""Make the live objects match the desired ones: apply what differs, prune what is no longer wanted.
+
+Both work from the one listing of the cluster's objects taken at the start of the
+reconcile (run.live). An object is applied only when the live one does not already
+contain every desired field, so a steady cluster costs no writes. Pruning deletes only
+objects that the cluster or one of its NodeSets owns (an object with our labels that
+someone else made is not ours to delete), with a uid precondition.
+"""
+
+from .. import ownership
+from .drift import contains
+from .events import EventRecorder
+from .kube_api import KubeApi
+from .run_state import Run
+
+
+def apply_desired(api: KubeApi, run: Run) -> None:
+    namespace = run.cluster.metadata.namespace
+    for obj in run.desired:
+        key = (obj["kind"], obj["metadata"]["name"])
+        kind = ownership.kind_of(obj)
+        if kind not in ownership.LISTED_KINDS and key not in run.live:
+            run.live[key] = api.get(kind, namespace, obj["metadata"]["name"])
+        current = run.live.get(key)
+        if current is not None and contains(current, obj):
+            continue
+        run.live[key] = api.apply(obj)
+
+
+def prune_undesired(api: KubeApi, events: EventRecorder, run: Run) -> None:
+    namespace = run.cluster.metadata.namespace
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in run.desired}
+    owners = {run.raw["metadata"]["uid"]} | {s.raw["metadata"]["uid"] for s in run.node_sets}
+    listed = {kind.kind for kind in ownership.LISTED_KINDS}
+    for (kind_name, name), obj in list(run.live.items()):
+        if kind_name not in listed or (kind_name, name) in wanted or obj is None:
+            continue
+        if not {ref.get("uid") for ref in obj["metadata"].get("ownerReferences", [])} & owners:
+            continue
+        api.delete(ownership.kind_named(kind_name), namespace, name, uid=obj["metadata"]["uid"])
+        del run.live[(kind_name, name)]
+        events.normal(run.raw, "Pruned", f"deleted {kind_name} {name}: no longer desired")

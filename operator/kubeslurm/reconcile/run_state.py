@@ -1,0 +1,54 @@
+"""What one reconcile of a SlurmCluster has learned so far; each step reads and adds to it.
+
+Everything read from the API server and from Slurm is read once per reconcile and kept
+here, so later steps (apply, prune, Slurm sync, status) decide from the same snapshot.
+"""
+
+from dataclasses import dataclass, field
+
+from ..api import NodeSet, SlurmCluster
+from .scale_down import ScalePlan
+from .slurm_control import SlurmControl, SlurmJob, SlurmNode
+
+
+class StepFailed(Exception):
+    def __init__(self, step: str, reason: str, message: str):
+        super().__init__(f"{step}: {message}")
+        self.step, self.reason, self.message = step, reason, message
+
+
+@dataclass
+class NodeSetState:
+    raw: dict
+    model: NodeSet | None = None
+    error: str | None = None
+    plan: ScalePlan | None = None
+    live_replicas: int = 0
+    ready_replicas: int = 0
+
+
+@dataclass
+class Run:
+    raw: dict
+    cluster: SlurmCluster | None = None
+    node_sets: list[NodeSetState] = field(default_factory=list)
+    database_password: str | None = None
+    # Kubernetes, read once: the cluster's listed objects by (kind, name), its slurmd
+    # pods, the Kubernetes nodes (only when there are slurmd pods), the controller pod.
+    live: dict[tuple[str, str], dict] = field(default_factory=dict)
+    slurmd_pods: list[dict] = field(default_factory=list)
+    k8s_nodes: dict[str, dict] = field(default_factory=dict)
+    controller_pod: dict | None = None
+    # Slurm, read once (None while slurmctld does not answer)
+    slurm: SlurmControl | None = None
+    slurm_nodes: dict[str, SlurmNode] | None = None
+    slurm_jobs: list[SlurmJob] | None = None
+    desired: list[dict] = field(default_factory=list)
+    progressing: list[str] = field(default_factory=list)
+    applied_config_hash: str | None = None
+    topology_nodes_hash: str | None = None
+
+    @property
+    def models(self) -> list[NodeSet]:
+        """The NodeSets whose spec is valid: the ones rendered and planned."""
+        return [state.model for state in self.node_sets if state.model is not None]

@@ -1,0 +1,128 @@
+"""Bring Slurm in line with the spec and with Kubernetes, through slurmctld.
+
+In order: accounts (sacctmgr, when spec.accounts changed), `scontrol reconfigure` once
+slurmctld runs a new configuration, topology reload when the registered nodes changed,
+the running-jobs label on busy slurmd pods, lost slurmd pods marked DOWN, drains for
+Kubernetes node trouble, and the scale-down protocol's drain/resume/delete. Every
+decision comes from the reconcile's one snapshot (run); pure modules decide, this one acts.
+"""
+
+import hashlib
+import json
+
+from .. import ownership
+from ..api import SlurmCluster
+from ..render import naming
+from ..render.accounting_commands import accounting_commands
+from ..render.config_hash import CONFIG_HASH_ANNOTATION
+from .events import EventRecorder
+from .kube_api import KubeApi
+from .lost_slurmd import lost_slurmd_actions
+from .node_health import health_actions
+from .run_state import Run
+
+
+def accounts_hash(cluster: SlurmCluster) -> str:
+    return hashlib.sha256(json.dumps(accounting_commands(cluster)).encode()).hexdigest()[:16]
+
+
+def desired_controller_config_hash(objects: list[dict], cluster: str) -> str | None:
+    """The config hash in the desired slurmctld pod template: what slurmctld should be running."""
+    name = naming.controller_statefulset(cluster)
+    for obj in objects:
+        if obj["kind"] == "StatefulSet" and obj["metadata"]["name"] == name:
+            return obj["spec"]["template"]["metadata"].get("annotations", {}).get(CONFIG_HASH_ANNOTATION)
+    return None
+
+
+def sync_slurm(api: KubeApi, events: EventRecorder, run: Run) -> None:
+    if run.slurm is None:
+        if run.node_sets:
+            run.progressing.append("waiting for slurmctld to answer")
+        return
+    status = run.raw.get("status") or {}
+    _apply_accounts(events, run, status)
+    _reconfigure(events, run, status)
+    _refresh_topology(run, status)
+    _label_busy_pods(api, run)
+    _down_lost_slurmd(events, run)
+    _follow_kubernetes_node_health(run)
+    _scale_down(events, run)
+
+
+def _apply_accounts(events: EventRecorder, run: Run, status: dict) -> None:
+    cluster = run.cluster
+    if cluster.spec.accounting.enabled and status.get("appliedAccountsHash") != accounts_hash(cluster):
+        run.slurm.sacctmgr(accounting_commands(cluster))
+        events.normal(run.raw, "AccountsApplied", f"{len(cluster.spec.accounts)} accounts in Slurm match the spec")
+
+
+def _reconfigure(events: EventRecorder, run: Run, status: dict) -> None:
+    wanted_hash = desired_controller_config_hash(run.desired, run.cluster.metadata.name)
+    if status.get("appliedConfigHash") == wanted_hash:
+        return
+    # The controller pod rolls on a config change; only once the running one has
+    # the new files does `scontrol reconfigure` push them to the configless slurmd pods.
+    running_hash = (run.controller_pod or {}).get("metadata", {}).get("annotations", {}).get(CONFIG_HASH_ANNOTATION)
+    if running_hash != wanted_hash:
+        run.progressing.append("slurmctld is restarting with the new configuration")
+        return
+    if status.get("appliedConfigHash") is not None:
+        run.slurm.reconfigure()
+        events.normal(run.raw, "Reconfigured", "scontrol reconfigure: slurmctld and slurmd run the new configuration")
+    run.applied_config_hash = wanted_hash
+
+
+def _refresh_topology(run: Run, status: dict) -> None:
+    """slurmctld resolves topology.conf's node names only at (re)configure time, and dynamic
+    nodes register after that: without a reconfigure once they are there, multi-node jobs
+    are refused ("Requested topology configuration is not available")."""
+    if run.cluster.spec.topology is None or not run.slurm_nodes:
+        return
+    registered = hashlib.sha256(",".join(sorted(run.slurm_nodes)).encode()).hexdigest()[:16]
+    if status.get("topologyNodesHash") != registered:
+        run.slurm.reconfigure()
+    run.topology_nodes_hash = registered
+
+
+def _label_busy_pods(api: KubeApi, run: Run) -> None:
+    """Keep the running-jobs label true exactly on pods whose Slurm node runs a job (the PDB protects those)."""
+    for pod in run.slurmd_pods:
+        node = (run.slurm_nodes or {}).get(pod["metadata"]["name"])
+        if node is None:
+            continue
+        busy = node.base_state in ("ALLOCATED", "MIXED") or "COMPLETING" in node.states
+        labelled = pod["metadata"].get("labels", {}).get(ownership.RUNNING_JOBS) == "true"
+        if busy != labelled:
+            api.merge_patch(
+                ownership.POD, pod["metadata"]["namespace"], pod["metadata"]["name"],
+                {"metadata": {"labels": {ownership.RUNNING_JOBS: "true" if busy else None}}},
+            )
+
+
+def _down_lost_slurmd(events: EventRecorder, run: Run) -> None:
+    lost, found = lost_slurmd_actions(run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {}, run.slurm_jobs or [])
+    for node, why in lost.items():
+        run.slurm.down(node, why)
+        events.warning(run.raw, "SlurmdLost", f"{node} marked DOWN so Slurm requeues its jobs now: {why}")
+    run.slurm.resume(found)
+
+
+def _follow_kubernetes_node_health(run: Run) -> None:
+    drain, resume = health_actions(run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {})
+    for node, why in drain.items():
+        run.slurm.drain([node], why)
+    run.slurm.resume(resume)
+
+
+def _scale_down(events: EventRecorder, run: Run) -> None:
+    for state in run.node_sets:
+        plan = state.plan
+        if plan is None:
+            continue
+        name = state.model.metadata.name
+        run.slurm.drain(plan.drain, f"scale-down of NodeSet {name} to {plan.wanted}")
+        run.slurm.resume(plan.resume)
+        run.slurm.delete_nodes(plan.delete)
+        if plan.drain:
+            events.normal(state.raw, "ScaleDownDraining", f"drained {', '.join(plan.drain)} before removing them")
