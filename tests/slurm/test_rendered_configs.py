@@ -428,7 +428,7 @@ def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
     replaced = time.time()
     env.c.start_node("cpu-0")
     pod = {"metadata": {"name": "cpu-0", "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(replaced + 1))},
-           "spec": {"nodeName": "k1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+           "spec": {"nodeName": "k1"}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
     k8s_nodes = {"k1": {"metadata": {"name": "k1"}}}
     env.wait_for(lambda: "NOT_RESPONDING" not in env.nodes()["cpu-0"].states, 60, "the new slurmd of cpu-0 to answer")
     assert env.job_field(job, "JobState") == "RUNNING"  # what Slurm believes on its own

@@ -15,7 +15,7 @@ def pod(name, node="k1", created=BEFORE, ready=True):
     return {
         "metadata": {"name": name, "creationTimestamp": created},
         "spec": {"nodeName": node},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
 
 

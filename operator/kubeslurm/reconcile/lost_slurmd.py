@@ -30,6 +30,7 @@ scheduler's next pass (sched_interval, 60 s).
 
 from datetime import datetime
 
+from .slurm_access import pod_ready
 from .slurm_control import OPERATOR_REASON_PREFIX, SlurmJob, SlurmNode
 
 LOST_REASON = "slurmd pod lost"
@@ -38,10 +39,6 @@ LOST_REASON = "slurmd pod lost"
 def _created(pod: dict) -> float | None:
     stamp = pod["metadata"].get("creationTimestamp")
     return datetime.fromisoformat(stamp).timestamp() if stamp else None
-
-
-def _ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
 def why_lost(name: str, pod: dict | None, k8s_nodes: dict[str, dict], jobs: list[SlurmJob]) -> str | None:
@@ -88,7 +85,7 @@ def lost_slurmd_actions(
         elif (
             # DOWN over a drain keeps the DRAIN flag, and ReturnToService lifts only the DOWN
             not reason and (is_down or slurm.drained) and slurm.reason.startswith(f"{OPERATOR_REASON_PREFIX} {LOST_REASON}")
-            and pod is not None and _ready(pod) and pod["spec"].get("nodeName") in k8s_nodes
+            and pod_ready(pod) and pod["spec"].get("nodeName") in k8s_nodes
             and "NOT_RESPONDING" not in slurm.states
         ):
             resume.append(name)
