@@ -251,7 +251,7 @@ def _render(tmp_path, capsys, text: str | bytes) -> tuple[int, str, str]:
 
 
 def _yaml(documents: list) -> str:
-    return yaml.safe_dump_all(documents, sort_keys=False)
+    return yaml.dump_all(documents, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
 
 
 def _assert_refused(tmp_path, capsys, documents: list, field: str, message: str = ""):
