@@ -105,7 +105,7 @@ STRING_FIELDS = [
     ("topology-plugin", [FULL_CLUSTER], "spec.topology.plugin", "tree", "spec.topology.plugin"),
     ("topology-label", [FULL_CLUSTER], "spec.topology.nodeLabels.1", "example.com/switch", "spec.topology.nodeLabels[1]"),
     ("slurm-conf-value", [FULL_CLUSTER], "spec.slurmConf.MaxJobCount", "20000", "spec.slurmConf.MaxJobCount"),
-    ("slurm-conf-key", [FULL_CLUSTER], "spec.slurmConf.{key}", "MaxJobCount", "spec.slurmConf."),
+    ("slurm-conf-key", [FULL_CLUSTER], "spec.slurmConf.{key}", "MaxJobCount", "spec.slurmConf['MaxJobCount"),
     ("node-set-name", [FULL_GPU], "metadata.name", "h100", "metadata.name"),
     ("node-set-namespace", [FULL_GPU], "metadata.namespace", "hpc", "metadata.namespace"),
     ("cluster-ref", [FULL_GPU], "spec.clusterName", "research", "spec.clusterName"),

@@ -1,5 +1,6 @@
 """Reading user manifests into validated models, with errors that name the field."""
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -8,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from .manifest_yaml import load_all
+from .names import PATTERN_HELP
 
 from .base import SubfieldError
 from .pod_template import refused_field_message
@@ -31,6 +33,9 @@ class Manifests:
         ]
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_./-]+")
+
+
 def _field_path(loc: tuple) -> str:
     path = ""
     for part in loc:
@@ -39,6 +44,9 @@ def _field_path(loc: tuple) -> str:
         elif part in ("function-after", "function-before") or "[" in str(part):
             # pydantic names union branches like 'int' or 'function-after[...]': not a field
             continue
+        elif not _PLAIN_KEY.fullmatch(str(part)):
+            # a map key as the user wrote it, quoted: it may hold a newline or spaces
+            path += f"[{str(part)!r}]"
         else:
             path += f".{part}" if path else str(part)
     return path or "(the object)"
@@ -52,7 +60,10 @@ def _path_and_message(item: dict) -> tuple[str, str]:
         if "podTemplate" in loc:
             return path, refused_field_message(str(loc[-1]))
         return path, "unknown field (check the spelling; `kubeslurm crds` shows every field)"
-    cause = (item.get("ctx") or {}).get("error")
+    ctx = item.get("ctx") or {}
+    if item["type"] == "string_pattern_mismatch" and ctx.get("pattern") in PATTERN_HELP:
+        return path, f"{item['input']!r} is not allowed: {PATTERN_HELP[ctx['pattern']]}"
+    cause = ctx.get("error")
     if isinstance(cause, SubfieldError):
         joined = cause.path if path == "(the object)" else f"{path}.{cause.path}"
         return joined.replace(".[", "["), cause.message

@@ -78,6 +78,29 @@ MOUNT_PATH_PATTERN = rf"^(/{_PATH_COMPONENT})+$"
 # The same, relative (a subPath, a file inside a volume).
 RELATIVE_PATH_PATTERN = rf"^{_PATH_COMPONENT}(/{_PATH_COMPONENT})*$"
 
+# What each pattern admits, in words: the manifest loader says this instead of the regex.
+PATTERN_HELP = {
+    DNS_LABEL_PATTERN: "a DNS label: lower-case letters, digits and '-', starting with a letter and not ending with '-'",
+    NAMESPACE_PATTERN: "a namespace name: lower-case letters, digits and '-'",
+    DNS_SUBDOMAIN_PATTERN: "a DNS subdomain: lower-case letters, digits, '-' and '.'",
+    SLURM_NAME_PATTERN: "lower-case letters, digits, '_' and '-', starting with a letter",
+    UNIX_USER_PATTERN: "a Unix user name: lower-case letters, digits, '_' and '-', starting with a letter or '_'",
+    FEATURE_PATTERN: "letters, digits, '_', '.' and '-', not starting with '.' or '-'",
+    SECRET_KEY_PATTERN: "letters, digits, '-', '_' and '.'",
+    LABEL_KEY_PATTERN: "a Kubernetes label key: an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.'",
+    LABEL_VALUE_PATTERN: "a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+    IMAGE_PATTERN: "an image reference such as registry.example.org:5000/team/slurm:24.11 or name@sha256:<digest>",
+    HOST_PATTERN: "a host name (letters, digits, '-' and '.'), an IPv4 address or an IPv6 address without brackets",
+    DATABASE_USER_PATTERN: "letters, digits, '_', '.' and '-'",
+    DATABASE_NAME_PATTERN: "letters, digits and '_'",
+    RESOURCE_NAME_PATTERN: "a Kubernetes resource name such as ephemeral-storage or example.com/rdma",
+    ENV_NAME_PATTERN: "letters, digits, '_', '-' and '.', not starting with a digit",
+    MOUNT_PATH_PATTERN: "an absolute path of letters, digits and _.@+=,- with no '.' or '..' component and no trailing '/'",
+    RELATIVE_PATH_PATTERN: "a relative path of letters, digits and _.@+=,- with no '.' or '..' component",
+    SLURM_CONF_KEY_PATTERN: SLURM_CONF_KEY_HELP,
+    SLURM_CONF_VALUE_PATTERN: SLURM_CONF_VALUE_HELP,
+}
+
 # Slurm reads these words specially wherever a name is expected.
 # - PartitionName=DEFAULT (any case) is the template of the lines after it, not a partition.
 # - Nodes=ALL (any case) in a partition line means every node, so no NodeSet may be `all`.
