@@ -17,8 +17,8 @@ any cluster's key or password Secrets, mounts over the paths slurmd needs,
 and cpu/memory/GPU resources (they come from spec.resources and spec.gpus, which slurmd
 registers). Null values are refused too: in the merge a null deletes the operator's field.
 
-The checks that need the NodeSet's clusterName or GPU resource live on NodeSetSpec
-(node_set.py); the rest are here. Each is also a CRD rule, so `kubectl apply` refuses the
+The check that needs the NodeSet's GPU resource lives on NodeSetSpec (node_set.py);
+the rest are here. Each is also a CRD rule, so `kubectl apply` refuses the
 same; fields not declared here are unknown to the CRD schema, which kubectl refuses too.
 """
 
@@ -30,8 +30,8 @@ from .base import KubeModel, SubfieldError, preserve_unknown
 from .names import (
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
-    HOST_PATTERN,
     ENV_NAME_PATTERN,
+    HOST_PATTERN,
     IMAGE_PATTERN,
     LABEL_KEY_PATTERN,
     LABEL_VALUE_PATTERN,
@@ -72,7 +72,6 @@ ALLOWED_SUMMARY = (
 # Why the most tempting refused fields are refused; the rest get ALLOWED_SUMMARY alone.
 REFUSED_BECAUSE = {
     "securityContext": "slurmd's security context is the operator's (it runs as root to start jobs as their users)",
-    "privileged": "a privileged slurmd owns the Kubernetes node",
     "hostNetwork": "host namespaces give the pod the node's network, processes or IPC",
     "hostPID": "host namespaces give the pod the node's network, processes or IPC",
     "hostIPC": "host namespaces give the pod the node's network, processes or IPC",
@@ -115,7 +114,9 @@ LabelValue = Annotated[str, Field(max_length=MAX_LABEL_VALUE, pattern=LABEL_VALU
 # the API server refuses here as too costly.
 Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY_PATTERN)]
 ResourceName = Annotated[str, Field(max_length=MAX_LABEL_KEY, pattern=RESOURCE_NAME_PATTERN)]
-SecretName = Annotated[str, Field(min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN)]
+# Secrets, ConfigMaps, claims: object names that Kubernetes checks as DNS subdomains.
+ObjectName = Annotated[str, Field(min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN)]
+RelativePath = Annotated[str, Field(max_length=1024, pattern=RELATIVE_PATH_PATTERN)]
 
 # Every kubeslurm cluster keeps its auth key, database password and slurmdbd.conf in Secrets
 # named `<cluster>-<suffix>` (render/naming.py). A slurmd pod may read none of them, not even
@@ -139,7 +140,7 @@ def _not_a_cluster_secret(name: str) -> str:
     return name
 
 
-UserSecretName = Annotated[SecretName, Field(json_schema_extra=_NOT_A_CLUSTER_SECRET), AfterValidator(_not_a_cluster_secret)]
+UserSecretName = Annotated[ObjectName, Field(json_schema_extra=_NOT_A_CLUSTER_SECRET), AfterValidator(_not_a_cluster_secret)]
 
 # The operator's labels and annotations (the running-jobs label that the disruption budget
 # counts, the config hash) are under kubeslurm.io/: a template must not preset them.
@@ -157,7 +158,6 @@ def _no_reserved_keys(values: dict[str, str] | None) -> dict[str, str] | None:
         if key.startswith(RESERVED_METADATA_PREFIX):
             raise SubfieldError(key, f"keys under {RESERVED_METADATA_PREFIX} are the operator's (it sets them on the pods itself)")
     return values
-RelativePath = Annotated[str, Field(max_length=1024, pattern=RELATIVE_PATH_PATTERN)]
 
 
 class PodTemplateMetadata(PodTemplatePart):
@@ -185,7 +185,7 @@ class SecretVolumeSource(PodTemplatePart):
 
 
 class ConfigMapVolumeSource(PodTemplatePart):
-    name: SecretName
+    name: ObjectName
     items: list[KeyToPath] | None = Field(default=None, max_length=64)
     default_mode: int | None = Field(default=None, ge=0, le=0o777)
     optional: bool | None = None
@@ -197,7 +197,7 @@ class EmptyDirVolumeSource(PodTemplatePart):
 
 
 class PersistentVolumeClaimVolumeSource(PodTemplatePart):
-    claim_name: SecretName
+    claim_name: ObjectName
     read_only: bool | None = None
 
 
@@ -312,7 +312,7 @@ class SecretKeySelector(PodTemplatePart):
 
 
 class ConfigMapKeySelector(PodTemplatePart):
-    name: SecretName
+    name: ObjectName
     key: str = Field(max_length=MAX_DNS_SUBDOMAIN, pattern=SECRET_KEY_PATTERN)
     optional: bool | None = None
 
