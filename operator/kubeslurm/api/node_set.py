@@ -11,7 +11,6 @@ from .pod_template import ALLOWED_SUMMARY, LabelKey, LabelValue, PodTemplate
 from .quantity import QUANTITY_PATTERN, to_mebibytes, to_whole_cpus
 from .slurm_cluster import MAX_LOGIN_REPLICAS
 
-
 # Slurm keeps a node's CPU count in 16 bits; memory beyond an exbibyte is a typo.
 MAX_CPUS = 65535
 MAX_MEMORY_MIB = 2**40
@@ -56,6 +55,7 @@ class GPUs(KubeModel):
     )
     resource_name: str = Field(
         default="nvidia.com/gpu",
+        max_length=317,
         pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$",
         description="The Kubernetes extended resource that pins GPUs to the pod.",
     )
