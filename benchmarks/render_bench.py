@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubeslurm.api import load_documents  # noqa: E402
-from kubeslurm.render.cluster_objects import cluster_objects, node_set_objects  # noqa: E402
+from kubeslurm.render.cluster_objects import desired_objects  # noqa: E402
 
 GPUS_PER_NODE = 8
 ACCOUNTS = 50
@@ -94,10 +94,7 @@ def full_render(documents: list[dict], placements: dict[str, dict[str, str]]) ->
     manifests = load_documents(documents)
     cluster = manifests.clusters[0]
     node_sets = manifests.node_sets_of(cluster)
-    objects = cluster_objects(cluster, node_sets, database_password="benchmark", placements=placements)
-    for node_set in node_sets:
-        objects += node_set_objects(cluster, node_set)
-    return objects
+    return desired_objects(cluster, node_sets, database_password="benchmark", placements=placements)
 
 
 def render_times_ms(size: Size) -> tuple[list[float], list[dict]]:
