@@ -71,7 +71,7 @@ ALLOWED_SUMMARY = (
 
 # Why the most tempting refused fields are refused; the rest get ALLOWED_SUMMARY alone.
 REFUSED_BECAUSE = {
-    "securityContext": "slurmd's security context is the operator's (it runs as root to start jobs as their users)",
+    "securityContext": "slurmd's security context is the operator's, who runs it as root to start jobs as their users",
     "hostNetwork": "host namespaces give the pod the node's network, processes or IPC",
     "hostPID": "host namespaces give the pod the node's network, processes or IPC",
     "hostIPC": "host namespaces give the pod the node's network, processes or IPC",
@@ -90,7 +90,7 @@ REFUSED_BECAUSE = {
 def refused_field_message(field: str) -> str:
     """The error for a field a podTemplate may not set: why (when known), then what is allowed."""
     reason = REFUSED_BECAUSE.get(field)
-    return f"not allowed in a podTemplate ({reason}); {ALLOWED_SUMMARY}" if reason else f"not allowed in a podTemplate; {ALLOWED_SUMMARY}"
+    return f"not allowed in a podTemplate: {reason}; {ALLOWED_SUMMARY}" if reason else f"not allowed in a podTemplate; {ALLOWED_SUMMARY}"
 
 
 def _no_nulls(data: Any) -> Any:
