@@ -488,6 +488,9 @@ RAW_REFUSED = [
     ("duplicate-kind", CONTRACT_TEXT.replace("kind: SlurmCluster\n", "kind: SlurmCluster\nkind: NodeSet\n", 1), "duplicate key 'kind'", ""),
     ("alias-bomb", "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
                    "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n", "aliases", ""),
+    ("alias-bomb-after-a-long-list", "a: [" + ",".join(["x"] * 120_000) + "]\n" + "b: &a [x,x,x,x,x,x,x,x,x,x]\n"
+     "c: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nd: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\ne: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+     "f: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n", "aliases", ""),
     ("recursive-alias", CONTRACT_TEXT.replace("  features:\n  - nvlink\n", "  features: &f\n  - *f\n", 1), "endless", ""),
     ("python-tag", "!!python/object/apply:os.system ['id']\n", "not valid YAML", ""),
     ("binary-string", CONTRACT_TEXT.replace("name: research\n", "name: !!binary cmVzZWFyY2g=\n", 1), "metadata.name", ""),
