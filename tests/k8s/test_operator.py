@@ -244,6 +244,30 @@ def test_drift_is_corrected(operator, control_plane, namespace):
     eventually(lambda: get(cp, "service", "research-controller", namespace), what="Service recreated")
 
 
+def test_moving_the_database_outside_and_back_keeps_its_claim(operator, control_plane, namespace):
+    """An edit that prunes the MariaDB StatefulSet (an external database; accounting off works
+    the same way) keeps the claim with the accounting data; moving back finds the same claim."""
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+    claim = eventually(lambda: get(cp, "pvc", "data-research-mariadb-0", namespace), what="the database claim")
+    assert [ref["kind"] for ref in claim["metadata"]["ownerReferences"]] == ["SlurmCluster"]
+    cp.kubectl("create", "secret", "generic", "site-db", "-n", namespace, "--from-literal=password=site-db-password")
+    outside = {"external": {"host": "db.example.org", "passwordSecretRef": {"name": "site-db"}}}
+    cp.kubectl("patch", "slurmcluster", "research", "-n", namespace, "--type=json", "-p",
+               json.dumps([{"op": "replace", "path": "/spec/accounting/database", "value": outside}]))
+    eventually(lambda: get(cp, "statefulset", "research-mariadb", namespace) is None, what="the MariaDB StatefulSet pruned")
+    time.sleep(5)  # the garbage collector would have deleted a claim the StatefulSet owned by now
+    kept = get(cp, "pvc", "data-research-mariadb-0", namespace)
+    assert kept is not None and kept["metadata"]["uid"] == claim["metadata"]["uid"]
+    assert kept["metadata"].get("deletionTimestamp") is None
+    inside = {"internal": {"size": "2Gi"}}
+    cp.kubectl("patch", "slurmcluster", "research", "-n", namespace, "--type=json", "-p",
+               json.dumps([{"op": "replace", "path": "/spec/accounting/database", "value": inside}]))
+    eventually(lambda: get(cp, "statefulset", "research-mariadb", namespace), what="the MariaDB StatefulSet back")
+    assert get(cp, "pvc", "data-research-mariadb-0", namespace)["metadata"]["uid"] == claim["metadata"]["uid"]
+
+
 def test_deleting_the_cluster_removes_everything(operator, control_plane, namespace):
     cp = control_plane
     apply_example(cp, namespace)

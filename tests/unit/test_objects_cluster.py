@@ -385,3 +385,18 @@ def test_slurmdbd_is_restarted_when_it_never_listens():
     assert probe["tcpSocket"] == {"port": naming.SLURMDBD_PORT}
     # generous: a schema conversion after an upgrade also runs before slurmdbd listens
     assert probe["periodSeconds"] * probe["failureThreshold"] == 300
+
+
+def test_the_database_claim_belongs_to_the_cluster_not_to_its_stateful_set():
+    objects = everything()
+    claim = find(objects, "PersistentVolumeClaim", naming.mariadb_data_claim("research"))
+    statefulset = find(objects, "StatefulSet", naming.mariadb_statefulset("research"))
+    assert [ref["kind"] for ref in claim["metadata"]["ownerReferences"]] == ["SlurmCluster"]
+    # the pod mounts the claim by its template's name, so both describe the same volume
+    [template] = statefulset["spec"]["volumeClaimTemplates"]
+    assert f"{template['metadata']['name']}-{statefulset['metadata']['name']}-0" == claim["metadata"]["name"]
+    assert template["spec"] == claim["spec"]
+    # turning accounting off prunes the StatefulSet: it must not take the data along
+    assert statefulset["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    names = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert names.index(("PersistentVolumeClaim", claim["metadata"]["name"])) < names.index(("StatefulSet", statefulset["metadata"]["name"]))

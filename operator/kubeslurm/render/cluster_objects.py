@@ -5,8 +5,8 @@ server-side apply and prunes listed objects that carry the cluster's labels but 
 no longer in it) and by `kubeslurm render` (which prints it). Not in it: the two
 Secrets created once (auth key, database password: secrets.auth_key_secret and
 secrets.database_password_secret), and nothing prunes claims: the controller's
-state claim is never pruned, and the MariaDB data claims belong to their
-StatefulSet (deleted with it, kept on scale-down).
+state claim and the MariaDB data claim are owned by the SlurmCluster and go only
+with it (the StatefulSets keep their claims when deleted or scaled down).
 """
 
 from collections.abc import Mapping
@@ -19,7 +19,7 @@ from .controller_state_claim import controller_state_claim
 from .controller_statefulset import controller_stateful_set
 from .disruption_budgets import controller_disruption_budget, running_jobs_disruption_budget
 from .login_statefulset import login_stateful_set
-from .mariadb_statefulset import mariadb_stateful_set
+from .mariadb_statefulset import mariadb_data_claim, mariadb_stateful_set
 from .metadata import owner_reference, owned_by_cluster
 from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret
 from .services import (
@@ -99,7 +99,10 @@ def cluster_objects(
             accounting_stateful_set(cluster, slurmdbd_conf),
         ]
         if accounting.database.internal is not None:
-            objects += [mariadb_service(cluster), database_address_service(cluster), mariadb_stateful_set(cluster)]
+            objects += [
+                mariadb_data_claim(cluster), mariadb_service(cluster), database_address_service(cluster),
+                mariadb_stateful_set(cluster),
+            ]
     objects += [login_service(cluster), login_stateful_set(cluster)]
     return objects
 

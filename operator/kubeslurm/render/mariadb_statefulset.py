@@ -10,6 +10,11 @@ The MariaDB image contract (images/mariadb must match it; the official
   listens on TCP 3306 only once that is done.
 - arguments starting with `--` are passed to mariadbd.
 - `mariadb-admin` is on PATH (the readiness probe).
+The data claim is rendered twice on purpose: as the StatefulSet's volumeClaimTemplate
+(its pod mounts `data-<cluster>-mariadb-0` by that name) and as an object of its own
+owned by the SlurmCluster, so that turning accounting off, or moving to an external
+database, prunes the StatefulSet but keeps years of accounting; turning it back on
+finds the same data. Only deleting the SlurmCluster deletes the claim.
 The password reaches the pod only by secretKeyRef to the `<cluster>-mariadb-password`
 Secret; it is read once, on the first start (an existing database keeps its password).
 """
@@ -19,6 +24,7 @@ from . import labels, naming
 from .secrets import DATABASE_PASSWORD_KEY
 from .pods import pod_spec, pod_template
 from .slurmdbd_conf import database_connection
+from .metadata import object_meta
 from .stateful_set import persistent_volume_claim_spec, stateful_set
 
 DATA_DIR = "/var/lib/mysql"
@@ -61,10 +67,7 @@ def mariadb_stateful_set(cluster: SlurmCluster) -> dict:
         "volumeMounts": [{"name": DATA_VOLUME, "mountPath": DATA_DIR}],
     }
     spec = pod_spec(init_containers=[], containers=[mariadb], volumes=[], termination_grace_seconds=TERMINATION_GRACE_SECONDS)
-    claim = {
-        "metadata": {"name": DATA_VOLUME, "labels": pod_labels},
-        "spec": persistent_volume_claim_spec(internal.size, internal.storage_class_name, "ReadWriteOnce"),
-    }
+    claim = {"metadata": {"name": DATA_VOLUME, "labels": pod_labels}, "spec": _data_claim_spec(cluster)}
     return stateful_set(
         name=statefulset,
         owner=cluster,
@@ -75,3 +78,19 @@ def mariadb_stateful_set(cluster: SlurmCluster) -> dict:
         template=pod_template(pod_labels, {}, spec),
         volume_claim_templates=[claim],
     )
+
+
+def _data_claim_spec(cluster: SlurmCluster) -> dict:
+    internal = cluster.spec.accounting.database.internal
+    return persistent_volume_claim_spec(internal.size, internal.storage_class_name, "ReadWriteOnce")
+
+
+def mariadb_data_claim(cluster: SlurmCluster) -> dict:
+    """The database's claim as an object of the SlurmCluster's (see the module's docstring)."""
+    name = cluster.metadata.name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": object_meta(naming.mariadb_data_claim(name), cluster, labels.object_labels(name, labels.DATABASE)),
+        "spec": _data_claim_spec(cluster),
+    }

@@ -68,6 +68,11 @@ def accounting_statefulset(cluster: str) -> str:
     return accounting_service(cluster)
 
 
+def mariadb_data_claim(cluster: str) -> str:
+    """The claim the MariaDB StatefulSet's pod 0 uses: `<template>-<statefulset>-<ordinal>`."""
+    return f"data-{mariadb_statefulset(cluster)}-0"
+
+
 def mariadb_service(cluster: str) -> str:
     return f"{cluster}-mariadb"
 

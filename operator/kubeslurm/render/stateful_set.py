@@ -28,9 +28,11 @@ def stateful_set(
     }
     if volume_claim_templates:
         spec["volumeClaimTemplates"] = volume_claim_templates
-        # Deleting the SlurmCluster deletes everything it made, data included (keep
-        # accounting data across clusters with an external database); a scale-down keeps it.
-        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
+        # The StatefulSet never deletes its claims: a spec edit that removes the StatefulSet
+        # (accounting turned off, the database moved outside) must not take the data with
+        # it. Render gives each claim its own object owned by the SlurmCluster, so only
+        # deleting the cluster removes the data.
+        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
