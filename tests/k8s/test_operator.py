@@ -355,3 +355,30 @@ def test_owned_slurm_conf_key_is_refused_with_what_to_change(operator, control_p
     obj = eventually(lambda: condition(get(cp, "slurmcluster", "research", namespace), "Degraded") and get(cp, "slurmcluster", "research", namespace), what="Degraded")
     message = condition(obj, "Degraded")["message"]
     assert "spec.slurmConf.SchedulerType" in message and "spec.scheduling.backfill" in message
+
+
+def test_a_node_set_named_like_an_older_cluster_s_object_is_refused_and_that_cluster_kept(operator, control_plane, namespace):
+    """NodeSet `other-controller` of cluster research would own a StatefulSet (and pods) named
+    like cluster other's controller: the newer object is InvalidSpec, the older cluster untouched."""
+    cp = control_plane
+    docs = documents_in(namespace)
+    other = json.loads(json.dumps(next(d for d in docs if d["kind"] == "SlurmCluster")))
+    other["metadata"]["name"] = "other"
+    other["spec"].pop("partitions")  # a cluster without NodeSets of its own yet
+    apply_example(cp, namespace, [other])
+    before = eventually(lambda: get(cp, "statefulset", "other-controller", namespace), what="cluster other's controller")
+    squatter = json.loads(json.dumps(next(d for d in docs if d["kind"] == "NodeSet" and d["metadata"]["name"] == "cpu")))
+    squatter["metadata"]["name"] = "other-controller"
+    apply_example(cp, namespace, [*docs, squatter])
+    wait_for_objects(cp, namespace)
+
+    def refused():
+        degraded = condition(get(cp, "nodeset", "other-controller", namespace), "Degraded")
+        return degraded and degraded["status"] == "True" and degraded
+    degraded = eventually(refused, what="NodeSet other-controller Degraded")
+    assert degraded["reason"] == "InvalidSpec", degraded
+    assert "metadata.name" in degraded["message"] and "SlurmCluster" in degraded["message"], degraded
+    after = get(cp, "statefulset", "other-controller", namespace)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert [(r["kind"], r["name"]) for r in after["metadata"]["ownerReferences"]] == [("SlurmCluster", "other")]
+    assert condition(get(cp, "slurmcluster", "research", namespace), "Degraded")["reason"] == "NodeSetInvalid"

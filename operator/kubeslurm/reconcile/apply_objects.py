@@ -4,7 +4,8 @@ Both work from the one listing of the cluster's objects taken at the start of th
 reconcile (run.live). An object is applied only when the live one does not already
 contain every desired field, so a steady cluster costs no writes. Pruning deletes only
 objects that the cluster or one of its NodeSets owns (an object with our labels that
-someone else made is not ours to delete), with a uid precondition.
+someone else made is not ours to delete), with a uid precondition, and never the
+objects of a NodeSet whose spec is invalid.
 """
 
 from .. import ownership
@@ -30,7 +31,9 @@ def apply_desired(api: KubeApi, run: Run) -> None:
 def prune_undesired(api: KubeApi, events: EventRecorder, run: Run) -> None:
     namespace = run.cluster.metadata.namespace
     wanted = {(o["kind"], o["metadata"]["name"]) for o in run.desired}
-    owners = {run.raw["metadata"]["uid"]} | {s.raw["metadata"]["uid"] for s in run.node_sets}
+    # What an invalid NodeSet made keeps running until its spec is fixed: pruning its
+    # StatefulSet would kill its jobs over a typo.
+    owners = {run.raw["metadata"]["uid"]} | {s.raw["metadata"]["uid"] for s in run.node_sets if s.error is None}
     listed = {kind.kind for kind in ownership.LISTED_KINDS}
     for (kind_name, name), obj in list(run.live.items()):
         if kind_name not in listed or (kind_name, name) in wanted or obj is None:

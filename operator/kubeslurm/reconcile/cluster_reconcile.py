@@ -23,6 +23,7 @@ from ..api import ManifestError, SlurmCluster, parse_object
 from ..render import naming
 from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects
 from ..render.errors import RenderError
+from ..render.name_collisions import name_collisions
 from ..render.secrets import AUTH_KEY_BYTES
 from .apply_objects import apply_desired, prune_undesired
 from .events import EventRecorder
@@ -84,8 +85,10 @@ class ClusterReconciler:
             run.cluster = parse_object(run.raw, f"SlurmCluster {meta['namespace']}/{meta['name']}")
         except ManifestError as error:
             raise StepFailed("LoadSpec", "InvalidSpec", str(error)) from None
+        neighbours = []
         for raw in self.api.list(ownership.NODE_SET_KIND, meta["namespace"]):
             if raw["spec"].get("clusterName") != meta["name"]:
+                neighbours.append(raw)
                 continue
             state = NodeSetState(raw=raw)
             try:
@@ -93,6 +96,38 @@ class ClusterReconciler:
             except ManifestError as error:
                 state.error = str(error)
             run.node_sets.append(state)
+        neighbours += [c for c in self.api.list(ownership.SLURM_CLUSTER, meta["namespace"]) if c["metadata"]["uid"] != meta["uid"]]
+        self.check_names(run, neighbours)
+
+    def check_names(self, run: Run, neighbour_objects: list[dict]) -> None:
+        """Names a cluster or NodeSet would give its objects must be free in the namespace.
+
+        Of two objects whose names collide, the newer one is told to change: a cluster or
+        NodeSet that already runs is never broken by someone else's new object. A colliding
+        cluster fails the step (nothing applied); a colliding NodeSet is InvalidSpec alone.
+        """
+        cluster = run.cluster
+        neighbours = []
+        for raw in neighbour_objects:
+            try:
+                neighbours.append((_created(raw), parse_object(raw, f"{raw['kind']} {raw['metadata']['name']}")))
+            except ManifestError:
+                continue  # an invalid neighbour renders nothing, so it takes no names
+        judged = [(run.raw, cluster)] + [(s.raw, s.model) for s in run.node_sets if s.model is not None]
+        errors: dict[str, str] = {}
+        for raw, model in judged:
+            older = [m for created, m in neighbours if created < _created(raw)]
+            label = f"{model.KIND} {model.metadata.namespace}/{model.metadata.name}"
+            for error in name_collisions(cluster, run.models, older):
+                if error.obj == label:
+                    errors.setdefault(label, f"{error.field}: {error.message}")
+        cluster_label = f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name}"
+        if cluster_label in errors:
+            raise StepFailed("LoadSpec", "NameCollision", f"{cluster_label}: {errors[cluster_label]}")
+        for state in run.node_sets:
+            label = f"NodeSet {state.raw['metadata']['namespace']}/{state.raw['metadata']['name']}"
+            if state.model is not None and label in errors:
+                state.model, state.error = None, f"{label}: {errors[label]}"
 
     def ensure_secrets(self, run: Run) -> None:
         cluster = run.cluster
@@ -173,6 +208,11 @@ class ClusterReconciler:
             )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None
+
+
+def _created(raw: dict) -> tuple[str, str]:
+    """Creation order: RFC 3339 timestamps in UTC sort as text; the name breaks ties."""
+    return raw["metadata"].get("creationTimestamp") or "", raw["metadata"]["name"]
 
 
 def _jobs_on(run: Run, nodes: list[str]) -> dict[str, list[str]] | None:
