@@ -382,3 +382,20 @@ def test_a_node_set_named_like_an_older_cluster_s_object_is_refused_and_that_clu
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert [(r["kind"], r["name"]) for r in after["metadata"]["ownerReferences"]] == [("SlurmCluster", "other")]
     assert condition(get(cp, "slurmcluster", "research", namespace), "Degraded")["reason"] == "NodeSetInvalid"
+
+
+def test_an_object_someone_else_made_under_our_name_is_not_taken_over(operator, control_plane, namespace):
+    cp = control_plane
+    planted = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "research-slurm-config", "namespace": namespace},
+               "data": {"slurm.conf": "SlurmctldHost=attacker\n"}}
+    cp.kubectl("apply", "-f", "-", input=as_yaml([planted]))
+    apply_example(cp, namespace)
+
+    def refused():  # (the first reconcile may still miss a NodeSet that kubectl had not created yet)
+        degraded = condition(get(cp, "slurmcluster", "research", namespace), "Degraded")
+        return degraded and degraded["reason"] == "ObjectNotOurs" and degraded
+    degraded = eventually(refused, what="research Degraded with ObjectNotOurs")
+    assert degraded["status"] == "True", degraded
+    assert "ConfigMap" in degraded["message"] and "research-slurm-config" in degraded["message"], degraded
+    assert get(cp, "configmap", "research-slurm-config", namespace)["data"] == planted["data"]
+    assert get(cp, "statefulset", "research-controller", namespace) is None  # nothing applied after the refusal

@@ -1,7 +1,8 @@
 """Make the live objects match the desired ones: apply what differs, prune what is no longer wanted.
 
 Both work from the one listing of the cluster's objects taken at the start of the
-reconcile (run.live). An object is applied only when the live one does not already
+reconcile (run.live). An existing object that the cluster does not own (planted, or
+made by another tool) is never applied over: the step fails naming it. An object is applied only when the live one does not already
 contain every desired field, so a steady cluster costs no writes. Pruning deletes only
 objects that the cluster or one of its NodeSets owns (an object with our labels that
 someone else made is not ours to delete), with a uid precondition, and never the
@@ -12,20 +13,51 @@ from .. import ownership
 from .drift import contains
 from .events import EventRecorder
 from .kube_api import KubeApi
-from .run_state import Run
+from .run_state import Run, StepFailed
 
 
 def apply_desired(api: KubeApi, run: Run) -> None:
     namespace = run.cluster.metadata.namespace
+    ours = _our_uids(run)
     for obj in run.desired:
         key = (obj["kind"], obj["metadata"]["name"])
         kind = ownership.kind_of(obj)
-        if kind not in ownership.LISTED_KINDS and key not in run.live:
+        if key not in run.live:  # not listed (a kind we do not list, or not labelled ours): look
             run.live[key] = api.get(kind, namespace, obj["metadata"]["name"])
         current = run.live.get(key)
+        if current is not None and obj["kind"] != "NodeSet":  # the spec names its NodeSets: ours to own
+            _refuse_foreign(current, key, namespace, ours)
         if current is not None and contains(current, obj):
             continue
         run.live[key] = api.apply(obj)
+
+
+def _our_uids(run: Run) -> set[str]:
+    """The cluster, its NodeSets and what they made: owners an object of ours may have."""
+    uids = {run.raw["metadata"]["uid"]} | {s.raw["metadata"]["uid"] for s in run.node_sets}
+    return uids | {obj["metadata"]["uid"] for obj in run.live.values() if obj is not None}
+
+
+def _refuse_foreign(current: dict, key: tuple[str, str], namespace: str, ours: set[str]) -> None:
+    """Server-side apply takes any object over; an object someone else made is not ours to take.
+
+    Ours: controlled by the cluster, one of its NodeSets, or one of their objects (a claim
+    that a StatefulSet made from its template before the cluster owned it)."""
+    refs = current["metadata"].get("ownerReferences") or []
+    controllers = [ref for ref in refs if ref.get("controller")]
+    owners = controllers or refs
+    if any(ref.get("uid") in ours for ref in owners):
+        return
+    holder = (
+        f"controlled by {owners[0].get('kind')} {owners[0].get('name')}" if owners
+        else "not owned by this SlurmCluster (made by hand or by another tool)"
+    )
+    kind, name = key
+    raise StepFailed(
+        "Apply", "ObjectNotOurs",
+        f"{kind} {namespace}/{name} already exists and is {holder}; the operator does not take it over: "
+        "delete it, or rename the SlurmCluster or NodeSet whose object would have this name",
+    )
 
 
 def prune_undesired(api: KubeApi, events: EventRecorder, run: Run) -> None:
