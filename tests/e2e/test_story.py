@@ -276,27 +276,51 @@ def test_lost_node_its_slurmd_pod_returns_on_another_and_the_job_completes(story
     job = story.sbatch("-p cpu -w cpu-1 --wrap 'sleep 30'")
     story.wait_running(job)
     lost = story.pod("cpu-1")["spec"]["nodeName"]
+    on_lost = sorted(p["metadata"]["name"] for p in client.get("pods", "-A", "--field-selector", f"spec.nodeName={lost}")["items"])
+    print(f"\npowering off {lost}, which runs {on_lost}", flush=True)
     LocalCluster().power_off(lost)
     # What a cloud provider's node controller does once the machine is gone: the Node object goes,
     # and the pod garbage collector deletes the pods bound to it, so the StatefulSet makes cpu-1 anew.
     client.run("delete", "node", lost)
-    # The operator sees the pod's node gone and marks cpu-1 DOWN (reason "kubeslurm: slurmd pod
-    # lost ..."), so Slurm requeues the job now instead of after SlurmdTimeout (300 s).
-    def requeued():
-        state = story.job_state(job)
-        return state != "RUNNING", state
-    wait_for(requeued, 90, f"job {job} requeued once {lost} is gone")
+    try:
+        # The operator sees cpu-1's node gone (or its pod made anew after the job started) and marks
+        # cpu-1 DOWN with a "kubeslurm: slurmd pod lost" reason: Slurm requeues the job now, not after
+        # SlurmdTimeout (300 s). When slurmctld itself was on the lost node, it does so once it is back.
+        def requeued():
+            out = story.sh(f"scontrol show job {job} --oneliner", check=False)
+            restarts = re.search(r"Restarts=(\d+)", out)
+            return bool(restarts and int(restarts.group(1)) >= 1), out.strip()[:300]
+        wait_for(requeued, 240, f"job {job} requeued once {lost} is gone")
+
+        def moved():
+            pod = story.pod("cpu-1")
+            node = pod and pod["spec"].get("nodeName")
+            return node not in (None, lost) and pod_ready(pod), node
+        wait_for(moved, 300, f"cpu-1 Ready on a node other than {lost}")
+        story.wait_nodes({"cpu-1"}, USABLE, 180, "cpu-1 usable again in sinfo")
+        story.wait_jobs([job], timeout=REQUEUE_TIMEOUT)
+    except AssertionError:
+        _print_lost_node_diagnostics(story, job)
+        raise
     events = story.kube.run("get", "events", "-n", NAMESPACE, "--field-selector", "reason=SlurmdLost",
                             "-o", "jsonpath={.items[*].message}").stdout
+    print(f"SlurmdLost events: {events!r}")
     assert "cpu-1 marked DOWN" in events, events
 
-    def moved():
-        pod = story.pod("cpu-1")
-        node = pod and pod["spec"].get("nodeName")
-        return node not in (None, lost) and pod_ready(pod), node
-    wait_for(moved, 300, f"cpu-1 Ready on a node other than {lost}")
-    story.wait_nodes({"cpu-1"}, USABLE, 180, "cpu-1 usable again in sinfo")
-    story.wait_jobs([job], timeout=REQUEUE_TIMEOUT)
+
+def _print_lost_node_diagnostics(story, job: str) -> None:
+    """What Slurm and the operator did, for a failure that needs explaining."""
+    for what, command in (
+        ("sacct", ["sh", "-c", f"sacct -D -j {job} -o JobID,State,Start,End,NodeList,Reason%30 -P"]),
+        ("scontrol", ["sh", "-c", f"scontrol show job {job} --oneliner; scontrol show node cpu-1 --oneliner"]),
+    ):
+        result = story.kube.exec(NAMESPACE, LOGIN, "login", command, check=False)
+        print(f"---- {what}\n{result.stdout}{result.stderr}")
+    log = story.kube.run("logs", "-n", NAMESPACE, CONTROLLER, "-c", "slurmctld", "--tail=400", check=False).stdout
+    print("---- slurmctld\n" + "\n".join(line for line in log.splitlines() if f"={job}" in line or "cpu-1" in line))
+    log = story.kube.run("logs", "-n", deployment.OPERATOR_NAMESPACE, f"deployment/{deployment.OPERATOR_RELEASE}",
+                         "--tail=200", check=False).stdout
+    print("---- operator\n" + log[-6000:])
 
 
 # -- 7. config change ----------------------------------------------------------------
