@@ -279,6 +279,23 @@ def test_accounts_and_shares_come_from_the_cluster_spec(env):
     assert env.job_field(bob, "Account") == "nlp"  # bob's default account
 
 
+def test_no_job_runs_as_root_or_as_another_user(env):
+    """DisableRootJobs=YES: root's own submission is refused; alice cannot submit as bob."""
+    # root with an association of its own, so that only DisableRootJobs can refuse it
+    env.ctl.sacctmgr([["add", "user", "root", "account=vision"]])
+    try:
+        as_root = env.sh("sbatch -A vision -p cpu --wrap true", user=None, check=False)
+    finally:
+        env.ctl.sacctmgr([["delete", "user", "root", "account=vision"]])
+    assert as_root.returncode != 0, as_root.stdout
+    print("\nroot's sbatch:", as_root.stderr.strip())
+    assert "Invalid user id" in as_root.stderr, as_root.stderr
+    assert "for user root disabled" in env.c.logs("slurmctld", 50)  # DisableRootJobs said no
+    as_bob = env.sh("sbatch -A nlp -p cpu --uid=bob --wrap true", check=False)
+    assert as_bob.returncode != 0, as_bob.stdout
+    assert "--uid only permitted by root" in as_bob.stderr, as_bob.stderr
+
+
 # ---------------------------------------------------------------- 6. scheduling options
 
 def test_scheduling_options_are_in_effect(env):

@@ -63,6 +63,9 @@ DEFAULT_TUNABLES: dict[str, str] = {
     # default of 120 s doubles the outage of every job on a lost node. 60 s still
     # covers a step launch with prolog and a directory lookup of the user.
     "AuthInfo": "cred_expire=60",
+    # Jobs never run as root: a researcher who became root in a login pod still cannot
+    # take every node with it. Sites that need root jobs set DisableRootJobs=NO in spec.slurmConf.
+    "DisableRootJobs": "YES",
     "MpiDefault": "none",
     # Containers have no mail transfer agent; Slurm refuses a MailProg that does not exist.
     "MailProg": "/bin/true",
