@@ -1,8 +1,8 @@
 """Render's cost follows NodeSets and config size, never replicas x users; what it reuses is never stale.
 
-The accounts' uids (a sha256 per user) and the init script that adds the users are
-derived once per distinct set of users and shared by every pod template (see
-render/slurm_pod.py). These tests count that work and check that reusing it never
+The accounts' uids (a sha256 per new user, render/unix_ids.py) and the init script that
+adds the users are derived once per distinct set of users and shared by every pod
+template (see render/slurm_pod.py). These tests count that work and check that reusing it never
 changes a rendered byte, however clusters follow one another in one process.
 """
 
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from kubeslurm.render import slurm_pod
+from kubeslurm.render import slurm_pod, unix_ids
 from kubeslurm.render.cluster_objects import cluster_objects, node_set_objects
 
 from .manifests import contract_documents, load_with_uids, set_path
@@ -41,17 +41,17 @@ def render(cluster_document: dict, node_set_documents: list[dict]) -> str:
 
 
 def forget_derived_users() -> None:
-    slurm_pod._uids_of.cache_clear()
+    unix_ids._assign.cache_clear()
     slurm_pod._users_script.cache_clear()
     slurm_pod._install_script.cache_clear()
 
 
 @pytest.fixture
 def sha256_calls(monkeypatch):
-    """How many uids render derives: slurm_pod hashes each user name once per derivation."""
+    """How many uids render derives: unix_ids hashes each new user name once per derivation."""
     forget_derived_users()
     calls = []
-    real = slurm_pod.hashlib.sha256
+    real = unix_ids.hashlib.sha256
 
     class CountingHashlib:
         @staticmethod
@@ -59,7 +59,7 @@ def sha256_calls(monkeypatch):
             calls.append(data)
             return real(data)
 
-    monkeypatch.setattr(slurm_pod, "hashlib", CountingHashlib)
+    monkeypatch.setattr(unix_ids, "hashlib", CountingHashlib)
     yield calls
     forget_derived_users()
 

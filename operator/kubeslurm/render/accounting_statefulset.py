@@ -51,7 +51,7 @@ def database_env(host: str, port: int) -> list[dict]:
     return [{"name": DATABASE_HOST_ENV, "value": host}, {"name": DATABASE_PORT_ENV, "value": str(port)}]
 
 
-def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
+def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str, *, users: slurm_pod.UnixUsers) -> dict:
     name = cluster.metadata.name
     statefulset = naming.accounting_statefulset(name)
     pod_labels = labels.object_labels(name, labels.ACCOUNTING)
@@ -67,7 +67,9 @@ def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
         "securityContext": {"runAsUser": 0},
         "volumeMounts": [slurm_pod.slurm_etc_mount(), *slurm_pod.user_mounts(cluster)],
     }
-    install_config = slurm_pod.install_config_container(cluster, config_mode="0600", prepare=wait_for_database_lines())
+    install_config = slurm_pod.install_config_container(
+        cluster, config_mode="0600", users=users, prepare=wait_for_database_lines()
+    )
     install_config["env"] = [*install_config.get("env", []), *database_env(db.host, db.port)]
     spec = pods.pod_spec(
         init_containers=[install_config],

@@ -12,6 +12,7 @@ with it (the StatefulSets keep their claims when deleted or scaled down).
 from collections.abc import Mapping
 
 from ..api import NodeSet, SlurmCluster
+from . import slurm_pod
 from .accounting_statefulset import accounting_stateful_set
 from .config_files import render_config_files
 from .config_map import slurm_config_map
@@ -45,16 +46,20 @@ def desired_objects(
     database_password: str | None,
     placements: dict[str, dict[str, str]] | None = None,
     replicas: Mapping[str, int] | None = None,
+    unix_ids: Mapping[str, int] | None = None,
 ) -> list[dict]:
     """Every object the operator applies for one cluster, in apply order.
 
     The cluster's objects, then each NodeSet's, then each NodeSet's ownerReference to
     its cluster (deleting the cluster removes its NodeSets too). replicas: NodeSet name
     -> the StatefulSet's replicas where a scale-down plan holds them above spec.replicas.
+    unix_ids: the cluster's uid assignment (status.unixIds, see render/unix_ids.py); None
+    is the assignment for the spec alone (offline render, or a cluster's first reconcile).
     """
-    objects = cluster_objects(cluster, node_sets, database_password=database_password, placements=placements)
+    users = slurm_pod.unix_users(cluster, unix_ids)
+    objects = cluster_objects(cluster, node_sets, database_password=database_password, placements=placements, users=users)
     for node_set in node_sets:
-        objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name))
+        objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users)
     objects += [owned_by_cluster(node_set, cluster) for node_set in node_sets]
     return objects
 
@@ -65,6 +70,7 @@ def cluster_objects(
     *,
     database_password: str | None,
     placements: dict[str, dict[str, str]] | None = None,
+    users: slurm_pod.UnixUsers | None = None,
 ) -> list[dict]:
     """The objects owned by the SlurmCluster, in apply order (configs before the pods that mount them).
 
@@ -73,14 +79,17 @@ def cluster_objects(
     one read from spec.accounting.database.external.passwordSecretRef; only slurmdbd.conf
     holds it. Required when accounting is enabled.
     placements: Slurm node name -> labels of its Kubernetes node, for topology.conf.
+    users: the account users with their uids (slurm_pod.unix_users); None: the spec alone's.
     """
+    if users is None:
+        users = slurm_pod.unix_users(cluster)
     files = render_config_files(cluster, node_sets, placements)
     objects = [
         slurm_config_map(cluster, files),
         controller_state_claim(cluster),
         controller_service(cluster),
         *controller_address_services(cluster),
-        controller_stateful_set(cluster, files),
+        controller_stateful_set(cluster, files, users=users),
     ]
     if cluster.spec.controller.backup:
         objects.append(controller_disruption_budget(cluster))
@@ -96,22 +105,25 @@ def cluster_objects(
             slurmdbd_config_secret(cluster, slurmdbd_conf),
             accounting_service(cluster),
             slurmdbd_address_service(cluster),
-            accounting_stateful_set(cluster, slurmdbd_conf),
+            accounting_stateful_set(cluster, slurmdbd_conf, users=users),
         ]
         if accounting.database.internal is not None:
             objects += [
                 mariadb_data_claim(cluster), mariadb_service(cluster), database_address_service(cluster),
                 mariadb_stateful_set(cluster),
             ]
-    objects += [login_service(cluster), login_stateful_set(cluster)]
+    objects += [login_service(cluster), login_stateful_set(cluster, users=users)]
     return objects
 
 
-def node_set_objects(cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None) -> list[dict]:
+def node_set_objects(
+    cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None, users: slurm_pod.UnixUsers | None = None
+) -> list[dict]:
     """The objects owned by the NodeSet: deleting it removes its pods and their budget.
 
     replicas: the StatefulSet's replicas when they must differ from spec.replicas
     (the operator lowers them only after draining the nodes a scale-down removes).
+    users: the account users with their uids (slurm_pod.unix_users); None: the spec alone's.
     """
     if (node_set.metadata.namespace, node_set.spec.cluster_name) != (cluster.metadata.namespace, cluster.metadata.name):
         raise ValueError(
@@ -120,6 +132,6 @@ def node_set_objects(cluster: SlurmCluster, node_set: NodeSet, *, replicas: int 
         )
     return [
         node_set_service(node_set),
-        slurmd_stateful_set(cluster, node_set, replicas=replicas),
+        slurmd_stateful_set(cluster, node_set, replicas=replicas, users=slurm_pod.unix_users(cluster) if users is None else users),
         running_jobs_disruption_budget(node_set),
     ]

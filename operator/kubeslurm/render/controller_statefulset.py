@@ -24,7 +24,7 @@ STATE_VOLUME = "state"
 TERMINATION_GRACE_SECONDS = 120
 
 
-def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str]) -> dict:
+def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str], *, users: slurm_pod.UnixUsers) -> dict:
     name = cluster.metadata.name
     statefulset = naming.controller_statefulset(name)
     pod_labels = labels.object_labels(name, labels.CONTROLLER)
@@ -32,6 +32,7 @@ def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str])
     init = slurm_pod.install_config_container(
         cluster,
         config_mode="0644",
+        users=users,
         # The claim's root directory is root-owned; slurmctld runs as slurm.
         prepare=[f"chown slurm:slurm {STATE_SAVE_LOCATION}", f"chmod 0700 {STATE_SAVE_LOCATION}"],
         mounts=[state_mount],

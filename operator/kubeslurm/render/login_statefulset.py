@@ -22,7 +22,7 @@ TERMINATION_GRACE_SECONDS = 30
 SACKD = "/usr/sbin/sackd"
 
 
-def login_stateful_set(cluster: SlurmCluster) -> dict:
+def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers) -> dict:
     name = cluster.metadata.name
     statefulset = naming.login_statefulset(name)
     pod_labels = labels.object_labels(name, labels.LOGIN)
@@ -42,7 +42,7 @@ def login_stateful_set(cluster: SlurmCluster) -> dict:
         ],
     }
     spec = pods.pod_spec(
-        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None)],
+        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None, users=users)],
         containers=[sackd],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),

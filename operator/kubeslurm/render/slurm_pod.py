@@ -22,19 +22,22 @@ their users and researchers log in as them, so every Slurm pod must know them, w
 same uid everywhere. An image or directory service (nsswitch) that already knows a name
 wins (`getent`); for the others the init container writes /etc/passwd and /etc/group
 (the image's plus one line each) into an emptyDir that the daemon container mounts over
-both files, and makes /home/<user> in an emptyDir at /home. The uid is derived from the
-name alone (see `account_users`), so pods rendered at different times agree. Sites with
+both files, and makes /home/<user> in an emptyDir at /home. The uids come from the
+cluster's recorded assignment (render/unix_ids.py: a user keeps its uid forever, two
+users never share one), so pods rendered at different times agree. Sites with
 a directory service should ship it in the image: these are local accounts without
 passwords, enough for `su`/`kubectl exec` and for Slurm.
 """
 
-import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from ..api import SlurmCluster
 from . import naming
 from .secrets import AUTH_KEY_FILE
+from .unix_ids import FIRST_UID, UID_SLOTS, uids_of_users
+
+__all__ = ["FIRST_UID", "UID_SLOTS", "UnixUsers", "account_users", "install_config_container", "unix_users"]
 
 SLURM_ETC = "/etc/slurm"
 CONFIG_MOUNT = "/etc/slurm-config"
@@ -50,10 +53,6 @@ USERS_VOLUME = "unix-users"
 USERS_DIR = "/etc/kubeslurm-users"
 HOME_VOLUME = "home"
 HOME_DIR = "/home"
-# Far from the uids images and sites use (system < 1000, people 1000-59999, slurm 64030,
-# nobody 65534): Linux uids are 32-bit, so a large range keeps hash collisions rare.
-FIRST_UID = 100_000
-UID_SLOTS = 900_000
 
 INSTALL_CONFIG_CONTAINER = "install-config"
 # Requests equal limits so the init container never costs a slurmd pod its Guaranteed QoS.
@@ -92,55 +91,43 @@ def slurm_etc_mount(read_only: bool = True) -> dict:
     return mount
 
 
-def _account_user_names(cluster: SlurmCluster) -> tuple[tuple[str, ...], ...]:
-    """The users of each account, as an immutable value: the key of the caches below.
-
-    Cheap next to what it keys (a sha256 per user); keyed on values, not on the
-    cluster object, so two clusters never share an entry unless their users are equal.
-    """
-    return tuple(tuple(account.users) for account in cluster.spec.accounts)
+# The account users of a cluster with their uids, sorted by name: resolved once per render
+# from the recorded assignment and handed to every pod template (and the caches' key).
+UnixUsers = tuple[tuple[str, int], ...]
 
 
 def _names_users(cluster: SlurmCluster) -> bool:
     return any(account.users for account in cluster.spec.accounts)
 
 
+def unix_users(cluster: SlurmCluster, unix_ids: Mapping[str, int] | None = None) -> UnixUsers:
+    """Every user of spec.accounts with its uid (= gid of its own group), sorted by name.
+
+    unix_ids: the cluster's recorded assignment (status.unixIds); users it lacks get the
+    uid unix_ids.assign_unix_ids would give them. None: the assignment for the spec alone.
+    """
+    if not _names_users(cluster):
+        return ()
+    return uids_of_users((user for account in cluster.spec.accounts for user in account.users), unix_ids)
+
+
+def account_users(cluster: SlurmCluster, unix_ids: Mapping[str, int] | None = None) -> dict[str, int]:
+    """`unix_users` as a dict: user name -> uid."""
+    return dict(unix_users(cluster, unix_ids))
+
+
 # Every Slurm pod template of a cluster needs the same users, and a cluster keeps them
-# across reconciles: computed once per distinct set of users, not once per template.
+# across reconciles: the script is built once per distinct set of users, not once per template.
 # A few entries cover the clusters one operator reconciles in turn; with more clusters
-# than entries a render still derives its users once, as all its templates share them.
+# than entries a render still builds its users' script once, as all its templates share it.
 _USER_CACHE_SIZE = 16
 
 
 @lru_cache(maxsize=_USER_CACHE_SIZE)
-def _uids_of(user_names: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, int], ...]:
-    names = sorted({user for users in user_names for user in users})
-    taken: set[int] = set()
-    uids: list[tuple[str, int]] = []
-    for name in names:
-        slot = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % UID_SLOTS
-        while slot in taken:
-            slot = (slot + 1) % UID_SLOTS
-        taken.add(slot)
-        uids.append((name, FIRST_UID + slot))
-    return tuple(uids)
-
-
-def account_users(cluster: SlurmCluster) -> dict[str, int]:
-    """Every user of spec.accounts with its uid (= gid of its own group), sorted by name.
-
-    The uid is a hash of the name, so adding or removing another user never changes it
-    (pods of one cluster rendered at different times agree). Two names whose hashes
-    collide are rare (900k slots); the later name in sort order takes the next free slot.
-    """
-    return dict(_uids_of(_account_user_names(cluster)))
-
-
-@lru_cache(maxsize=_USER_CACHE_SIZE)
-def _users_script(user_names: tuple[tuple[str, ...], ...]) -> str:
+def _users_script(users: UnixUsers) -> str:
     """The init container's shell lines that add the users, joined (one string shared by every template)."""
     lines = [f"cp /etc/passwd /etc/group {USERS_DIR}/"]
-    for name, uid in _uids_of(user_names):
+    for name, uid in users:
         # Names are validated Unix names ([a-z_][a-z0-9_-]*), safe unquoted in the shell.
         lines.append(
             f"getent passwd {name} >/dev/null || {{ "
@@ -174,11 +161,13 @@ def install_config_container(
     cluster: SlurmCluster,
     *,
     config_mode: str | None,
+    users: UnixUsers,
     prepare: Sequence[str] = (),
     mounts: Sequence[dict] = (),
 ) -> dict:
     """Copy the key (and, if config_mode, every file of /etc/slurm-config) into /etc/slurm.
 
+    `users`: the cluster's `unix_users`, added to /etc/passwd and /etc/group.
     `prepare`: more shell lines run as root before the daemon starts (e.g. owning a PVC).
     """
     volume_mounts = [
@@ -187,8 +176,7 @@ def install_config_container(
     ]
     if config_mode is not None:
         volume_mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True})
-    user_names = _account_user_names(cluster) if _names_users(cluster) else ()
-    if user_names:
+    if users:
         volume_mounts += [
             {"name": USERS_VOLUME, "mountPath": USERS_DIR},
             {"name": HOME_VOLUME, "mountPath": HOME_DIR},
@@ -196,7 +184,7 @@ def install_config_container(
     return {
         "name": INSTALL_CONFIG_CONTAINER,
         **image_fields(cluster),
-        "command": ["/bin/sh", "-c", _install_script(config_mode, tuple(prepare), user_names)],
+        "command": ["/bin/sh", "-c", _install_script(config_mode, tuple(prepare), users)],
         "securityContext": {"runAsUser": 0},
         "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
         "volumeMounts": volume_mounts + list(mounts),
@@ -207,12 +195,12 @@ def install_config_container(
 # NodeSets share one string rather than joining a copy each. Each cluster has a few
 # variants (controller, accounting, login and slurmd differ in config_mode and prepare).
 @lru_cache(maxsize=4 * _USER_CACHE_SIZE)
-def _install_script(config_mode: str | None, prepare: tuple[str, ...], user_names: tuple[tuple[str, ...], ...]) -> str:
+def _install_script(config_mode: str | None, prepare: tuple[str, ...], users: UnixUsers) -> str:
     lines = ["set -eu", f"install -o slurm -g slurm -m 0600 {KEY_MOUNT}/{AUTH_KEY_FILE} {SLURM_ETC}/{AUTH_KEY_FILE}"]
     if config_mode is not None:
         # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
         lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
-    if user_names:
-        lines.append(_users_script(user_names))
+    if users:
+        lines.append(_users_script(users))
     lines += prepare
     return "\n".join(lines)

@@ -100,7 +100,7 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     }
 
 
-def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet) -> dict:
+def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers) -> dict:
     """Our template with spec.podTemplate merged over it; the operator's labels always win.
 
     The template shares no mutable object with the NodeSet or this module (callers may
@@ -110,7 +110,7 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     spec = node_set.spec
     pod_labels = labels.object_labels(cluster.metadata.name, labels.SLURMD, node_set.metadata.name)
     pod_spec = pods.pod_spec(
-        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None)],
+        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None, users=users)],
         containers=[_slurmd_container(cluster, node_set)],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
@@ -136,8 +136,11 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     return template
 
 
-def slurmd_stateful_set(cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None) -> dict:
-    """`replicas` overrides spec.replicas while the operator drains the nodes a scale-down removes."""
+def slurmd_stateful_set(
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None
+) -> dict:
+    """`replicas` overrides spec.replicas while the operator drains the nodes a scale-down removes;
+    `users`: the cluster's account users and their uids (slurm_pod.unix_users)."""
     name = node_set.metadata.name
     return stateful_set(
         name=naming.node_set_statefulset(name),
@@ -146,6 +149,6 @@ def slurmd_stateful_set(cluster: SlurmCluster, node_set: NodeSet, *, replicas: i
         selector=labels.selector_labels(cluster.metadata.name, labels.SLURMD, name),
         service_name=naming.node_set_service(name),
         replicas=node_set.spec.replicas if replicas is None else replicas,
-        template=slurmd_pod_template(cluster, node_set),
+        template=slurmd_pod_template(cluster, node_set, users=users),
         update_strategy=node_set.spec.update_strategy.type,
     )

@@ -1,0 +1,111 @@
+"""Unix uid assignment (render/unix_ids.py): collision-free, and a user keeps its uid forever."""
+
+import hashlib
+import random
+
+import pytest
+
+from kubeslurm.render.unix_ids import FIRST_UID, LAST_UID, UID_SLOTS, UnixIdsError, assign_unix_ids, preferred_uid, uids_of_users
+
+# Two names whose hashes meet (both prefer this uid), and one that prefers the last uid.
+ZOE_UID = 869_815
+assert preferred_uid("zoe") == preferred_uid("a3219") == ZOE_UID
+assert preferred_uid("w66984") == LAST_UID
+
+
+def hash_only_rule(names: list[str]) -> dict[str, int]:
+    """The uids kubeslurm gave before the assignment was recorded (slurm_pod._uids_of, verbatim)."""
+    taken: set[int] = set()
+    uids = {}
+    for name in sorted(set(names)):
+        slot = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % UID_SLOTS
+        while slot in taken:
+            slot = (slot + 1) % UID_SLOTS
+        taken.add(slot)
+        uids[name] = FIRST_UID + slot
+    return uids
+
+
+@pytest.mark.parametrize("names", [
+    [],
+    ["alice", "bob"],
+    ["zoe", "a3219"],                                  # a collision: the earlier name keeps the slot
+    ["w66984", "alice"],                               # the last uid of the range
+    [f"user{i}" for i in range(1000)],
+])
+def test_from_nothing_the_assignment_is_the_hash_only_rule_so_an_upgrade_keeps_every_owner(names):
+    assert assign_unix_ids(names) == hash_only_rule(names)
+
+
+@pytest.mark.parametrize("assigned, names, expected", [
+    # a user keeps its uid, whatever the spec
+    ({"alice": FIRST_UID + 5}, ["alice"], {"alice": FIRST_UID + 5}),
+    # the collision the hash-only rule got wrong: a3219 sorts before zoe and took its uid
+    ({"zoe": ZOE_UID}, ["a3219", "zoe"], {"a3219": ZOE_UID + 1, "zoe": ZOE_UID}),
+    # zoe left the spec: her uid stays hers, the newcomer does not inherit her files
+    ({"zoe": ZOE_UID}, ["a3219"], {"a3219": ZOE_UID + 1, "zoe": ZOE_UID}),
+    # the next free uid skips every taken one
+    ({"zoe": ZOE_UID, "x": ZOE_UID + 1, "y": ZOE_UID + 2}, ["a3219"],
+     {"a3219": ZOE_UID + 3, "x": ZOE_UID + 1, "y": ZOE_UID + 2, "zoe": ZOE_UID}),
+    # past the last uid the search wraps to the first
+    ({"taken": LAST_UID}, ["w66984"], {"taken": LAST_UID, "w66984": FIRST_UID}),
+    # new users arrive in name order: the same spec and table give the same answer
+    ({}, ["zoe", "a3219"], {"a3219": ZOE_UID, "zoe": ZOE_UID + 1}),
+])
+def test_assignment_table(assigned, names, expected):
+    assert assign_unix_ids(names, assigned) == expected
+    assert list(assign_unix_ids(names, assigned)) == sorted(expected)
+
+
+def test_uids_of_users_names_only_the_users_asked_for():
+    assigned = {"zoe": ZOE_UID, "gone": FIRST_UID}
+    assert uids_of_users(["a3219", "bob", "bob"], assigned) == (("a3219", ZOE_UID + 1), ("bob", preferred_uid("bob")))
+
+
+def test_uids_never_move_and_are_never_shared_across_a_thousand_adds_and_removes():
+    rng = random.Random(11)
+    recorded: dict[str, int] = {}
+    spec: set[str] = set()
+    for step in range(300):
+        spec |= {f"u{rng.randrange(5000)}" for _ in range(rng.randrange(1, 8))}
+        spec -= set(rng.sample(sorted(spec), k=min(len(spec), rng.randrange(0, 4))))
+        table = assign_unix_ids(spec, recorded)
+        assert {name: table[name] for name in recorded} == recorded, step
+        assert len(set(table.values())) == len(table), step
+        assert all(FIRST_UID <= uid <= LAST_UID for uid in table.values())
+        recorded = table
+    assert len(recorded) > 1000
+
+
+@pytest.mark.parametrize("assigned, message", [
+    ({"alice": 1000}, "status.unixIds.alice: uid 1000 is outside 100000-999999"),
+    ({"alice": FIRST_UID + UID_SLOTS}, "status.unixIds.alice: uid 1000000 is outside"),
+    ({"alice": FIRST_UID, "bob": FIRST_UID}, "status.unixIds: 'alice' and 'bob' both have uid 100000"),
+])
+def test_an_assignment_that_would_share_or_leave_the_range_is_refused_naming_the_field(assigned, message):
+    with pytest.raises(UnixIdsError, match=message.replace(".", r"\.")):
+        assign_unix_ids(["carol"], assigned)
+
+
+def test_pod_templates_take_the_uids_of_the_recorded_assignment():
+    from kubeslurm.render.cluster_objects import node_set_objects
+    from kubeslurm.render.login_statefulset import login_stateful_set
+    from kubeslurm.render.slurm_pod import unix_users
+
+    from .manifests import contract_documents, load_with_uids, set_path
+
+    cluster_doc, gpu_nodes, _ = contract_documents()
+    cluster_doc = set_path(cluster_doc, "spec.accounts", [{"name": "vision", "users": ["alice", "a3219"]}])
+    cluster, [node_set] = load_with_uids(cluster_doc, gpu_nodes)
+    recorded = {"alice": FIRST_UID + 7, "zoe": ZOE_UID}  # zoe was removed from the spec earlier
+    users = unix_users(cluster, recorded)
+    assert users == (("a3219", ZOE_UID + 1), ("alice", FIRST_UID + 7))
+    slurmd = node_set_objects(cluster, node_set, users=users)[1]
+    login = login_stateful_set(cluster, users=users)
+    for statefulset in (slurmd, login):
+        script = statefulset["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
+        assert f"alice:x:{FIRST_UID + 7}:{FIRST_UID + 7}:" in script
+        assert f"a3219:x:{ZOE_UID + 1}:{ZOE_UID + 1}:" in script
+        assert "zoe" not in script
+    # without a recorded assignment: the spec's own (what offline render shows)
+    assert unix_users(cluster) == (("a3219", ZOE_UID), ("alice", preferred_uid("alice")))
