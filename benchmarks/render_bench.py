@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubeslurm.api import load_documents  # noqa: E402
 from kubeslurm.render.cluster_objects import desired_objects  # noqa: E402
+from kubeslurm.render.config_hash import config_hash_key  # noqa: E402
 
 GPUS_PER_NODE = 8
 ACCOUNTS = 50
@@ -94,7 +95,10 @@ def full_render(documents: list[dict], placements: dict[str, dict[str, str]]) ->
     manifests = load_documents(documents)
     cluster = manifests.clusters[0]
     node_sets = manifests.node_sets_of(cluster)
-    return desired_objects(cluster, node_sets, database_password="benchmark", placements=placements)
+    return desired_objects(
+        cluster, node_sets, database_password="benchmark", config_hash_key=config_hash_key(b"benchmark"),
+        placements=placements,
+    )
 
 
 def render_times_ms(size: Size) -> tuple[list[float], list[dict]]:

@@ -14,10 +14,14 @@
 #   MARIADB_DATABASE              database to create (optional)
 #   MARIADB_USER, MARIADB_PASSWORD  user created @'%' and @'localhost' with ALL on
 #                                 MARIADB_DATABASE (both or neither)
+#   MARIADB_PASSWORD_FILE         a file holding MARIADB_PASSWORD (what kubeslurm
+#                                 uses: an environment variable would be inherited
+#                                 by mariadbd); its trailing newlines are dropped
 #   MARIADB_RANDOM_ROOT_PASSWORD  non-empty: root@localhost gets a random password
 #                                 that is never printed (root can still log in
 #                                 through the socket as the container's OS root)
-#   MARIADB_ROOT_PASSWORD         root@localhost gets this password (plus socket)
+#   MARIADB_ROOT_PASSWORD         root@localhost gets this password (plus socket);
+#                                 or MARIADB_ROOT_PASSWORD_FILE, as above
 # Without either, root@localhost authenticates by unix socket only. The variables
 # are read only on that first start: an existing database keeps its users.
 #
@@ -68,6 +72,16 @@ sql_ident() {
 # printf, not echo: dash's echo would turn the \\ of an escaped password into \.
 line() { printf '%s\n' "$*"; }
 
+# The content of a *_FILE variable's file, as the official image's entrypoint reads it
+# (trailing newlines dropped). The caller keeps it in a shell variable that is never
+# exported, so mariadbd inherits no password.
+secret_file() {
+    [ -r "$2" ] || die "$1 names $2, which is not a readable file"
+    content=$(cat "$2") || die "reading $1 ($2) failed"
+    [ -n "$content" ] || die "$1 names $2, which is empty"
+    printf '%s' "$content"
+}
+
 bootstrap_sql() {
     line "SET @@SESSION.SQL_LOG_BIN=0;"
     # No anonymous users, no root over TCP: only root@localhost and the
@@ -100,6 +114,16 @@ bootstrap_sql() {
 }
 
 initialise() {
+    if [ -n "${MARIADB_PASSWORD_FILE:-}" ]; then
+        [ -z "${MARIADB_PASSWORD:-}" ] || die "both MARIADB_PASSWORD and MARIADB_PASSWORD_FILE are set; set one"
+        unset MARIADB_PASSWORD  # an exported empty one would pass the value on to mariadbd
+        MARIADB_PASSWORD=$(secret_file MARIADB_PASSWORD_FILE "$MARIADB_PASSWORD_FILE")
+    fi
+    if [ -n "${MARIADB_ROOT_PASSWORD_FILE:-}" ]; then
+        [ -z "${MARIADB_ROOT_PASSWORD:-}" ] || die "both MARIADB_ROOT_PASSWORD and MARIADB_ROOT_PASSWORD_FILE are set; set one"
+        unset MARIADB_ROOT_PASSWORD
+        MARIADB_ROOT_PASSWORD=$(secret_file MARIADB_ROOT_PASSWORD_FILE "$MARIADB_ROOT_PASSWORD_FILE")
+    fi
     if [ -n "${MARIADB_USER:-}" ] && [ -z "${MARIADB_PASSWORD:-}" ]; then
         die "MARIADB_USER is set but MARIADB_PASSWORD is empty; set both (or neither)"
     fi

@@ -10,6 +10,7 @@ import yaml
 from .api import ManifestError, NodeSet, SlurmCluster, load_files
 from .api.crds import crd_file_name, custom_resource_definitions
 from .render.cluster_objects import desired_objects
+from .render.config_hash import config_hash_key
 from .render.config_files import render_config_files
 from .render.errors import RenderError
 from .render.name_collisions import name_collisions
@@ -18,12 +19,15 @@ from .render.slurmd_node import slurmd_conf_line
 
 # Offline there is no key, no password and no uid: the operator makes the first two
 # once at apply time and the API server assigns the last. render never invents them.
-GENERATED_AT_APPLY_TIME = "<generated at apply time>"
+# The password placeholders are ones slurmdbd.conf could hold (no white space): render
+# refuses any other password.
+GENERATED_AT_APPLY_TIME = "<generated-at-apply-time>"
 ASSIGNED_BY_THE_API_SERVER = "<assigned by the API server>"
 OBJECTS_HEADER = (
     "# Kubernetes objects the operator creates. Secrets are shown decoded (stringData) with\n"
-    f"# placeholders: the auth key and the database password are {GENERATED_AT_APPLY_TIME[1:-1]},\n"
-    "# never offline, so this output is for reading, not for kubectl apply.\n"
+    "# placeholders: the auth key and the database password are generated at apply time,\n"
+    "# never offline, so this output is for reading, not for kubectl apply. The config-hash\n"
+    "# of slurmdbd's pods is keyed with the auth key, so it differs from the one applied.\n"
 )
 
 
@@ -56,7 +60,7 @@ def _offline_database_password(cluster: SlurmCluster) -> str | None:
     external = accounting.database.external
     if external is not None:
         ref = external.password_secret_ref
-        return f"<read from Secret {ref.name}, key {ref.key}, at apply time>"
+        return f"<read-from-Secret-{ref.name}-key-{ref.key}-at-apply-time>"
     return GENERATED_AT_APPLY_TIME
 
 
@@ -77,7 +81,10 @@ def kubernetes_objects_offline(cluster: SlurmCluster, node_sets: list[NodeSet]) 
         objects.append(database_password_secret(cluster, GENERATED_AT_APPLY_TIME))
     # The NodeSets themselves are the user's: the ownerReference the operator adds to each is left out.
     objects += [
-        obj for obj in desired_objects(cluster, node_sets, database_password=_offline_database_password(cluster))
+        obj for obj in desired_objects(
+            cluster, node_sets, database_password=_offline_database_password(cluster),
+            config_hash_key=config_hash_key(GENERATED_AT_APPLY_TIME.encode()),
+        )
         if obj["kind"] != "NodeSet"
     ]
     return [_decoded_secret(obj) for obj in objects]

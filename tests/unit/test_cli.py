@@ -58,7 +58,7 @@ def test_render_names_where_an_external_password_comes_from(tmp_path, capsys):
     secrets = {o["metadata"]["name"]: o for o in _objects(capsys, external) if o["kind"] == "Secret"}
     assert "research-mariadb-password" not in secrets
     conf = secrets["research-slurmdbd-config"]["stringData"]["slurmdbd.conf"]
-    assert "StoragePass=<read from Secret dbpw, key pw, at apply time>\n" in conf
+    assert "StoragePass=<read-from-Secret-dbpw-key-pw-at-apply-time>\n" in conf
 
 
 def test_invalid_input_exits_non_zero_naming_the_field(tmp_path, capsys):

@@ -9,7 +9,7 @@ from kubeslurm import ownership
 from kubeslurm.api import load_documents
 from kubeslurm.render import labels, naming
 from kubeslurm.render.cluster_objects import cluster_objects, desired_objects, node_set_objects
-from kubeslurm.render.config_hash import CONFIG_HASH_ANNOTATION
+from kubeslurm.render.config_hash import CONFIG_HASH_ANNOTATION, config_hash_key
 from kubeslurm.render.metadata import owner_reference
 from kubeslurm.render.secrets import auth_key_secret, database_password_secret
 
@@ -18,19 +18,23 @@ from .manifests import DELETE, contract_documents, load_with_uids, set_path
 CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
 PASSWORD = "s3cret-Password-value"
 KEY = bytes(range(256)) * 4  # 1024 bytes, like the handler's
+HASH_KEY = config_hash_key(KEY)
 
 
 def everything(cluster_doc=CLUSTER, node_set_docs=(GPU_NODES, CPU_NODES), password=PASSWORD) -> list[dict]:
     """What the cluster owns: desired_objects without the NodeSets' owner references, plus the Secrets made once."""
     cluster, node_sets = load_with_uids(cluster_doc, *node_set_docs)
-    objects = [o for o in desired_objects(cluster, node_sets, database_password=password) if o["kind"] != "NodeSet"]
+    objects = [
+        o for o in desired_objects(cluster, node_sets, database_password=password, config_hash_key=HASH_KEY)
+        if o["kind"] != "NodeSet"
+    ]
     return objects + [auth_key_secret(cluster, KEY), database_password_secret(cluster, PASSWORD)]
 
 
 def test_desired_objects_are_the_cluster_s_then_each_node_set_s_then_their_owner_references():
     cluster, node_sets = load_with_uids(CLUSTER, GPU_NODES, CPU_NODES)
-    desired = desired_objects(cluster, node_sets, database_password=PASSWORD, replicas={"h100": 5})
-    expected = cluster_objects(cluster, node_sets, database_password=PASSWORD)
+    desired = desired_objects(cluster, node_sets, database_password=PASSWORD, config_hash_key=HASH_KEY, replicas={"h100": 5})
+    expected = cluster_objects(cluster, node_sets, database_password=PASSWORD, config_hash_key=HASH_KEY)
     for node_set in node_sets:
         expected += node_set_objects(cluster, node_set, replicas=5 if node_set.metadata.name == "h100" else None)
     assert desired[: len(expected)] == expected
@@ -156,11 +160,19 @@ def test_external_database_is_what_slurmdbd_talks_to():
 def test_internal_database_gets_its_password_by_reference_only():
     objects = everything()
     assert "StorageHost=research-database\n" in _slurmdbd_conf(objects)
-    mariadb = find(objects, "StatefulSet", "research-mariadb")["spec"]["template"]["spec"]["containers"][0]
+    pod = find(objects, "StatefulSet", "research-mariadb")["spec"]["template"]["spec"]
+    mariadb = pod["containers"][0]
     env = {e["name"]: e for e in mariadb["env"]}
-    assert env["MARIADB_PASSWORD"] == {
-        "name": "MARIADB_PASSWORD",
-        "valueFrom": {"secretKeyRef": {"name": "research-mariadb-password", "key": "password"}},
+    # a file, not an environment variable: mariadbd and its children would inherit that
+    assert "MARIADB_PASSWORD" not in env and all("valueFrom" not in e for e in env.values())
+    password_file = env["MARIADB_PASSWORD_FILE"]["value"]
+    (mount,) = [m for m in mariadb["volumeMounts"] if password_file.startswith(m["mountPath"] + "/")]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"] == {
+        "secretName": "research-mariadb-password",
+        "items": [{"key": "password", "path": password_file.rsplit("/", 1)[1]}],
+        "defaultMode": 0o400,  # root's alone: the entrypoint reads it before mariadbd drops to mysql
     }
     assert env["MARIADB_DATABASE"]["value"] == "slurm_acct_db" and env["MARIADB_USER"]["value"] == "slurm"
     assert env["MARIADB_RANDOM_ROOT_PASSWORD"]["value"] == "1"
@@ -302,7 +314,7 @@ def test_topology_placements_reach_the_config_map():
     cluster = set_path(CLUSTER, "spec.topology", {"plugin": "block", "nodeLabels": ["example.com/nvlink"]})
     model, node_sets = load_with_uids(cluster, GPU_NODES, CPU_NODES)
     placements = {"h100-0": {"example.com/nvlink": "d1"}, "h100-1": {"example.com/nvlink": "d1"}}
-    objects = cluster_objects(model, node_sets, database_password=PASSWORD, placements=placements)
+    objects = cluster_objects(model, node_sets, database_password=PASSWORD, config_hash_key=HASH_KEY, placements=placements)
     topology = find(objects, "ConfigMap", "research-slurm-config")["data"]["topology.conf"]
     assert "BlockName=b-d1 Nodes=h100-0,h100-1" in topology
 

@@ -16,6 +16,7 @@ from kubeslurm.render.cluster_objects import cluster_objects, node_set_objects
 from .manifests import contract_documents, load_with_uids, set_path
 
 CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
+HASH_KEY = b"k" * 32  # keys slurmdbd.conf's hash (render/config_hash.py)
 
 
 def accounts(users_per_account: int, prefix: str) -> list[dict]:
@@ -34,7 +35,7 @@ def node_sets(count: int, replicas: int) -> list[dict]:
 
 def render(cluster_document: dict, node_set_documents: list[dict]) -> str:
     cluster, models = load_with_uids(cluster_document, *node_set_documents)
-    objects = cluster_objects(cluster, models, database_password="pw")
+    objects = cluster_objects(cluster, models, database_password="pw", config_hash_key=HASH_KEY)
     for node_set in models:
         objects += node_set_objects(cluster, node_set)
     return json.dumps(objects)
@@ -148,7 +149,7 @@ def test_rendered_objects_share_nothing_mutable_with_later_renders_or_the_models
     models_before = [model.model_dump() for model in (cluster, *models)]
 
     def objects() -> list[dict]:
-        rendered = cluster_objects(cluster, models, database_password="pw")
+        rendered = cluster_objects(cluster, models, database_password="pw", config_hash_key=HASH_KEY)
         for node_set in models:
             rendered += node_set_objects(cluster, node_set)
         return rendered

@@ -10,7 +10,6 @@ prune (apply_objects), talking Slurm into line (slurm_sync), status (status). Th
 one loads, observes (each kind read once), plans and renders.
 """
 
-import base64
 import json
 import logging
 import secrets
@@ -22,9 +21,11 @@ from .. import ownership
 from ..api import ManifestError, SlurmCluster, parse_object
 from ..render import naming
 from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects
+from ..render.config_hash import config_hash_key
 from ..render.errors import RenderError
 from ..render.name_collisions import name_collisions
 from ..render.secrets import AUTH_KEY_BYTES
+from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
 from .events import EventRecorder
 from .kube_api import KubeApi
@@ -130,30 +131,33 @@ class ClusterReconciler:
                 state.model, state.error = None, f"{label}: {errors[label]}"
 
     def ensure_secrets(self, run: Run) -> None:
+        """The auth key and the database password: used when the cluster owns them (or, for an
+        external database, the spec names them), generated once when absent, and otherwise
+        refused (secret_trust): the step fails naming the Secret, and nothing is created."""
         cluster = run.cluster
-        ns = cluster.metadata.namespace
-        if self.api.get(ownership.SECRET, ns, naming.auth_key_secret(cluster.metadata.name)) is None:
-            self.api.create(auth_key_secret(cluster, secrets.token_bytes(AUTH_KEY_BYTES)))
+        ns, name = cluster.metadata.namespace, cluster.metadata.name
+        key_secret = self.api.get(ownership.SECRET, ns, naming.auth_key_secret(name))
+        auth_key = secret_trust.auth_key(key_secret, run.raw) if key_secret is not None else None
+        accounting = cluster.spec.accounting
+        generate_password = False
+        if accounting.enabled and accounting.database.external is not None:
+            ref = accounting.database.external.password_secret_ref
+            named = self.api.get(ownership.SECRET, ns, ref.name)
+            run.database_password = secret_trust.named_database_password(named, ns, ref.name, ref.key)
+        elif accounting.enabled:
+            generated = self.api.get(ownership.SECRET, ns, naming.database_password_secret(name))
+            if generated is not None:
+                run.database_password = secret_trust.generated_database_password(generated, run.raw)
+            generate_password = generated is None
+        # Only once nothing was refused: a refused Secret leaves the cluster with nothing half made.
+        if auth_key is None:
+            auth_key = secrets.token_bytes(AUTH_KEY_BYTES)
+            self.api.create(auth_key_secret(cluster, auth_key))
             self.events.normal(run.raw, "AuthKeyCreated", "generated the Slurm auth key Secret")
-        if not cluster.spec.accounting.enabled:
-            return
-        external = cluster.spec.accounting.database.external
-        if external is not None:
-            ref = external.password_secret_ref
-            secret = self.api.get(ownership.SECRET, ns, ref.name)
-            if secret is None or ref.key not in (secret.get("data") or {}):
-                raise StepFailed(
-                    "EnsureSecrets", "DatabasePasswordMissing",
-                    f"spec.accounting.database.external.passwordSecretRef: Secret {ns}/{ref.name} with key "
-                    f"{ref.key!r} not found; create it with the database password",
-                )
-            run.database_password = base64.b64decode(secret["data"][ref.key]).decode()
-            return
-        name = naming.database_password_secret(cluster.metadata.name)
-        secret = self.api.get(ownership.SECRET, ns, name)
-        if secret is None:
-            secret = self.api.create(database_password_secret(cluster, secrets.token_urlsafe(24)))
-        run.database_password = base64.b64decode(secret["data"]["password"]).decode()
+        if generate_password:
+            run.database_password = secrets.token_urlsafe(24)
+            self.api.create(database_password_secret(cluster, run.database_password))
+        run.config_hash_key = config_hash_key(auth_key)
 
     def observe_kubernetes(self, run: Run) -> None:
         """Every Kubernetes read the later steps need, once: the cluster's listed objects,
@@ -203,7 +207,8 @@ class ClusterReconciler:
     def render(self, run: Run) -> None:
         try:
             run.desired = desired_objects(
-                run.cluster, run.models, database_password=run.database_password, placements=_placements(run),
+                run.cluster, run.models, database_password=run.database_password, config_hash_key=run.config_hash_key,
+                placements=_placements(run),
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
             )
         except RenderError as error:

@@ -16,11 +16,12 @@ Pod layout:
 
 The pod template carries the hash of slurmdbd.conf, so a new database host or
 password rolls slurmdbd. While it restarts slurmctld queues the records it sends.
+slurmdbd.conf holds the password, so that hash is keyed (config_hash.keyed_config_hash).
 """
 
 from ..api import SlurmCluster
 from . import labels, naming, pods, slurm_pod
-from .config_hash import CONFIG_HASH_ANNOTATION, config_hash
+from .config_hash import CONFIG_HASH_ANNOTATION, keyed_config_hash
 from .secrets import SLURMDBD_CONF_FILE
 from .slurmdbd_conf import database_connection
 from .stateful_set import stateful_set
@@ -51,7 +52,10 @@ def database_env(host: str, port: int) -> list[dict]:
     return [{"name": DATABASE_HOST_ENV, "value": host}, {"name": DATABASE_PORT_ENV, "value": str(port)}]
 
 
-def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str, *, users: slurm_pod.UnixUsers) -> dict:
+def accounting_stateful_set(
+    cluster: SlurmCluster, slurmdbd_conf: str, config_hash_key: bytes, *, users: slurm_pod.UnixUsers
+) -> dict:
+    """config_hash_key: config_hash.config_hash_key of the cluster's auth key."""
     name = cluster.metadata.name
     statefulset = naming.accounting_statefulset(name)
     pod_labels = labels.object_labels(name, labels.ACCOUNTING)
@@ -82,7 +86,7 @@ def accounting_stateful_set(cluster: SlurmCluster, slurmdbd_conf: str, *, users:
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )
-    annotations = {CONFIG_HASH_ANNOTATION: config_hash({SLURMDBD_CONF_FILE: slurmdbd_conf})}
+    annotations = {CONFIG_HASH_ANNOTATION: keyed_config_hash({SLURMDBD_CONF_FILE: slurmdbd_conf}, config_hash_key)}
     return stateful_set(
         name=statefulset,
         owner=cluster,

@@ -44,6 +44,7 @@ def desired_objects(
     node_sets: list[NodeSet],
     *,
     database_password: str | None,
+    config_hash_key: bytes | None = None,
     placements: dict[str, dict[str, str]] | None = None,
     replicas: Mapping[str, int] | None = None,
     unix_ids: Mapping[str, int] | None = None,
@@ -57,7 +58,10 @@ def desired_objects(
     is the assignment for the spec alone (offline render, or a cluster's first reconcile).
     """
     users = slurm_pod.unix_users(cluster, unix_ids)
-    objects = cluster_objects(cluster, node_sets, database_password=database_password, placements=placements, users=users)
+    objects = cluster_objects(
+        cluster, node_sets, database_password=database_password, config_hash_key=config_hash_key, placements=placements,
+        users=users,
+    )
     for node_set in node_sets:
         objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users)
     objects += [owned_by_cluster(node_set, cluster) for node_set in node_sets]
@@ -69,6 +73,7 @@ def cluster_objects(
     node_sets: list[NodeSet],
     *,
     database_password: str | None,
+    config_hash_key: bytes | None = None,
     placements: dict[str, dict[str, str]] | None = None,
     users: slurm_pod.UnixUsers | None = None,
 ) -> list[dict]:
@@ -78,6 +83,8 @@ def cluster_objects(
     database_password: the internal database's generated password or the external
     one read from spec.accounting.database.external.passwordSecretRef; only slurmdbd.conf
     holds it. Required when accounting is enabled.
+    config_hash_key: config_hash.config_hash_key of the cluster's auth key; it keys the hash
+    of slurmdbd.conf in slurmdbd's pod template. Required when accounting is enabled.
     placements: Slurm node name -> labels of its Kubernetes node, for topology.conf.
     users: the account users with their uids (slurm_pod.unix_users); None: the spec alone's.
     """
@@ -100,12 +107,18 @@ def cluster_objects(
                 f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name} has accounting enabled: "
                 "pass the database password (generated for the internal database, read from the Secret for an external one)"
             )
+        if config_hash_key is None:
+            raise ValueError(
+                f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name} has accounting enabled: "
+                "pass config_hash_key (config_hash.config_hash_key of the auth key): slurmdbd.conf holds the password "
+                "and is never hashed without a key"
+            )
         slurmdbd_conf = render_slurmdbd_conf(cluster, database_password)
         objects += [
             slurmdbd_config_secret(cluster, slurmdbd_conf),
             accounting_service(cluster),
             slurmdbd_address_service(cluster),
-            accounting_stateful_set(cluster, slurmdbd_conf, users=users),
+            accounting_stateful_set(cluster, slurmdbd_conf, config_hash_key, users=users),
         ]
         if accounting.database.internal is not None:
             objects += [

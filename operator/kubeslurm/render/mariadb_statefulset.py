@@ -5,9 +5,9 @@ The MariaDB image contract (images/mariadb must match it; the official
 - started as root, it takes ownership of /var/lib/mysql (an empty PVC on first
   start), drops to its own user and runs mariadbd.
 - on an empty data directory it creates database MARIADB_DATABASE and user
-  MARIADB_USER (from any host) with MARIADB_PASSWORD and all privileges on that
-  database, gives root a random password (MARIADB_RANDOM_ROOT_PASSWORD=1), and
-  listens on TCP 3306 only once that is done.
+  MARIADB_USER (from any host) with the password in the file MARIADB_PASSWORD_FILE
+  and all privileges on that database, gives root a random password
+  (MARIADB_RANDOM_ROOT_PASSWORD=1), and listens on TCP 3306 only once that is done.
 - arguments starting with `--` are passed to mariadbd.
 - `mariadb-admin` is on PATH (the readiness probe).
 The data claim is rendered twice on purpose: as the StatefulSet's volumeClaimTemplate
@@ -15,8 +15,11 @@ The data claim is rendered twice on purpose: as the StatefulSet's volumeClaimTem
 owned by the SlurmCluster, so that turning accounting off, or moving to an external
 database, prunes the StatefulSet but keeps years of accounting; turning it back on
 finds the same data. Only deleting the SlurmCluster deletes the claim.
-The password reaches the pod only by secretKeyRef to the `<cluster>-mariadb-password`
-Secret; it is read once, on the first start (an existing database keeps its password).
+The password reaches the pod only as a file, mounted from the `<cluster>-mariadb-password`
+Secret readable by root alone (the entrypoint reads it before mariadbd drops to user
+mysql); it is read once, on the first start (an existing database keeps its password).
+Not an environment variable: those are inherited by mariadbd and every process it
+starts, and shown by /proc/<pid>/environ and `kubectl exec ... env`.
 """
 
 from ..api import SlurmCluster
@@ -29,6 +32,8 @@ from .stateful_set import persistent_volume_claim_spec, stateful_set
 
 DATA_DIR = "/var/lib/mysql"
 DATA_VOLUME = "data"
+PASSWORD_VOLUME = "database-password"
+PASSWORD_DIR = "/run/secrets/kubeslurm-database"
 # InnoDB flushes and closes cleanly on SIGTERM; a kill here means crash recovery.
 TERMINATION_GRACE_SECONDS = 120
 # Slurm's accounting guide: slurmdbd's purges and upgrades hold locks for minutes.
@@ -43,7 +48,14 @@ def mariadb_stateful_set(cluster: SlurmCluster) -> dict:
     statefulset = naming.mariadb_statefulset(name)
     db = database_connection(cluster)
     pod_labels = labels.object_labels(name, labels.DATABASE)
-    password_ref = {"secretKeyRef": {"name": naming.database_password_secret(name), "key": DATABASE_PASSWORD_KEY}}
+    password_volume = {
+        "name": PASSWORD_VOLUME,
+        "secret": {
+            "secretName": naming.database_password_secret(name),
+            "items": [{"key": DATABASE_PASSWORD_KEY, "path": DATABASE_PASSWORD_KEY}],
+            "defaultMode": 0o400,
+        },
+    }
     mariadb = {
         "name": "mariadb",
         "image": internal.image,
@@ -52,7 +64,7 @@ def mariadb_stateful_set(cluster: SlurmCluster) -> dict:
         "env": [
             {"name": "MARIADB_DATABASE", "value": db.database},
             {"name": "MARIADB_USER", "value": db.user},
-            {"name": "MARIADB_PASSWORD", "valueFrom": password_ref},
+            {"name": "MARIADB_PASSWORD_FILE", "value": f"{PASSWORD_DIR}/{DATABASE_PASSWORD_KEY}"},
             {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "1"},
         ],
         "ports": [{"name": "mariadb", "containerPort": naming.MARIADB_PORT, "protocol": "TCP"}],
@@ -64,9 +76,14 @@ def mariadb_stateful_set(cluster: SlurmCluster) -> dict:
             "timeoutSeconds": 5,
             "failureThreshold": 3,
         },
-        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": DATA_DIR}],
+        "volumeMounts": [
+            {"name": DATA_VOLUME, "mountPath": DATA_DIR},
+            {"name": PASSWORD_VOLUME, "mountPath": PASSWORD_DIR, "readOnly": True},
+        ],
     }
-    spec = pod_spec(init_containers=[], containers=[mariadb], volumes=[], termination_grace_seconds=TERMINATION_GRACE_SECONDS)
+    spec = pod_spec(
+        init_containers=[], containers=[mariadb], volumes=[password_volume], termination_grace_seconds=TERMINATION_GRACE_SECONDS,
+    )
     claim = {"metadata": {"name": DATA_VOLUME, "labels": pod_labels}, "spec": _data_claim_spec(cluster)}
     return stateful_set(
         name=statefulset,

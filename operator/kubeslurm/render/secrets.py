@@ -14,7 +14,8 @@ from . import labels, naming
 from .metadata import object_meta
 
 AUTH_KEY_FILE = "slurm.key"
-AUTH_KEY_BYTES = 1024  # what the handler generates: auth/slurm needs at least 32 random bytes
+AUTH_KEY_BYTES = 1024  # what the handler generates
+MIN_AUTH_KEY_BYTES = 32  # auth/slurm needs at least this many random bytes
 DATABASE_PASSWORD_KEY = "password"
 SLURMDBD_CONF_FILE = "slurmdbd.conf"
 
