@@ -339,7 +339,7 @@ def test_account_users_exist_in_every_slurm_pod_with_stable_uids():
     scripts = {}
     for name in SLURM_STATEFULSETS:
         pod = find(objects, "StatefulSet", name)["spec"]["template"]["spec"]
-        [init] = pod["initContainers"]
+        init = next(c for c in pod["initContainers"] if c["name"] == "install-config")
         scripts[name] = init["command"][-1]
         volumes = {v["name"]: v for v in pod["volumes"]}
         assert volumes["unix-users"] == {"name": "unix-users", "emptyDir": {}}
