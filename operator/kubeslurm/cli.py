@@ -15,6 +15,7 @@ from .render.config_files import render_config_files
 from .render.errors import RenderError
 from .render.name_collisions import name_collisions
 from .render.secrets import auth_key_secret, database_password_secret
+from .render.slurm_pod import unix_users
 from .render.slurmd_node import slurmd_conf_line
 
 # Offline there is no key, no password and no uid: the operator makes the first two
@@ -161,6 +162,14 @@ def command_render(args) -> int:
                 out.append(
                     f"# ---- {ns.metadata.namespace}/{ns.metadata.name}: slurmd registers as ----\n"
                     f"# slurmd -Z --conf '{slurmd_conf_line(ns)}'\n"
+                )
+            users = unix_users(cluster)
+            if users:
+                out.append(
+                    f"# ---- {cluster.metadata.namespace}/{cluster.metadata.name}: uids of the account users ----\n"
+                    "# for this spec alone: a running cluster uses the uids recorded in its status.unixIds, which differ\n"
+                    "# only for users whose uid here was already taken there when they were added\n"
+                    f"# {' '.join(f'{name}={uid}' for name, uid in users)}\n"
                 )
             objects.append(_objects_yaml(cluster, node_sets))
     except (ManifestError, RenderError) as error:

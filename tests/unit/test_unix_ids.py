@@ -109,3 +109,48 @@ def test_pod_templates_take_the_uids_of_the_recorded_assignment():
         assert "zoe" not in script
     # without a recorded assignment: the spec's own (what offline render shows)
     assert unix_users(cluster) == (("a3219", ZOE_UID), ("alice", preferred_uid("alice")))
+
+
+class StatusPatches:
+    def __init__(self):
+        self.patches = []
+
+    def patch_status(self, kind, namespace, name, status):
+        self.patches.append((kind.kind, namespace, name, status))
+
+
+def test_the_reconcile_records_new_users_before_render_and_writes_nothing_when_none_is_new():
+    from kubeslurm.reconcile.record_unix_ids import record_unix_ids
+    from kubeslurm.reconcile.run_state import Run
+
+    from .manifests import contract_documents, load_with_uids, set_path
+
+    cluster_doc = set_path(contract_documents()[0], "spec.accounts", [{"name": "vision", "users": ["alice", "a3219"]}])
+    cluster, *_ = load_with_uids(cluster_doc)
+    api = StatusPatches()
+    run = Run(raw={**cluster_doc, "status": {"unixIds": {"zoe": ZOE_UID}, "nodes": 3}}, cluster=cluster)
+    record_unix_ids(api, run)
+    expected = {"a3219": ZOE_UID + 1, "alice": preferred_uid("alice"), "zoe": ZOE_UID}
+    assert api.patches == [("SlurmCluster", "hpc", "research", {"unixIds": expected})]
+    assert run.unix_ids == expected and run.raw["status"] == {"unixIds": expected, "nodes": 3}
+
+    again = Run(raw={**cluster_doc, "status": {"unixIds": expected}}, cluster=cluster)
+    record_unix_ids(api, again)
+    assert len(api.patches) == 1 and again.unix_ids == expected
+
+    edited = Run(raw={**cluster_doc, "status": {"unixIds": {"alice": ZOE_UID, "zoe": ZOE_UID}}}, cluster=cluster)
+    with pytest.raises(UnixIdsError, match="status.unixIds: 'alice' and 'zoe' both have uid 869815"):
+        record_unix_ids(api, edited)
+    assert len(api.patches) == 1
+
+
+def test_offline_render_shows_the_uids_and_says_they_are_for_the_spec_alone(capsys):
+    from kubeslurm.cli import main
+
+    from .manifests import EXAMPLE
+
+    assert main(["render", "-f", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "# ---- hpc/research: uids of the account users ----" in out
+    assert "for this spec alone: a running cluster uses the uids recorded in its status.unixIds" in out
+    assert f"# alice={preferred_uid('alice')} bob={preferred_uid('bob')}\n" in out

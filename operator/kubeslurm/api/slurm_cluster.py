@@ -368,6 +368,11 @@ class SlurmClusterSpec(KubeModel):
         return self
 
 
+class AppliedAccount(KubeModel):
+    name: str = Field(description="A Slurm account kubeslurm created for spec.accounts.")
+    users: list[str] = Field(default_factory=list, description="The users kubeslurm associated with it.")
+
+
 class SlurmClusterStatus(KubeModel):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITIONS_LIST)
@@ -381,5 +386,19 @@ class SlurmClusterStatus(KubeModel):
     applied_accounts_hash: str | None = Field(default=None, description="Hash of spec.accounts as last applied with sacctmgr.")
     topology_nodes_hash: str | None = Field(
         default=None, description="Hash of the Slurm nodes registered when topology.conf was last reloaded."
+    )
+    applied_accounts: list[AppliedAccount] | None = Field(
+        default=None,
+        description=(
+            "The accounts and user associations kubeslurm made in Slurm and has not removed yet. Leaving "
+            "spec.accounts removes these, and only these: never what a human added with sacctmgr, never job records."
+        ),
+    )
+    unix_ids: dict[str, int] | None = Field(
+        default=None,
+        description=(
+            "The uid of every user spec.accounts has ever named. A user keeps its uid for good; a removed "
+            "user's uid is never given to another user (its files may remain on shared storage)."
+        ),
     )
 

@@ -29,6 +29,7 @@ from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
 from .events import EventRecorder
 from .kube_api import KubeApi
+from .record_unix_ids import record_unix_ids
 from .run_state import NodeSetState, Run, StepFailed
 from .scale_down import plan_scale
 from .slurm_control import SlurmCommandError, SlurmControl
@@ -54,6 +55,7 @@ class ClusterReconciler:
         run = Run(raw=raw)
         steps = [
             ("LoadSpec", self.load_spec),
+            ("RecordUnixIds", lambda run: record_unix_ids(self.api, run)),
             ("EnsureSecrets", self.ensure_secrets),
             ("ObserveKubernetes", self.observe_kubernetes),
             ("ObserveSlurm", self.observe_slurm),
@@ -210,6 +212,7 @@ class ClusterReconciler:
                 run.cluster, run.models, database_password=run.database_password, config_hash_key=run.config_hash_key,
                 placements=_placements(run),
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
+                unix_ids=run.unix_ids,
             )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None

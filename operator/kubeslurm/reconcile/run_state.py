@@ -48,6 +48,10 @@ class Run:
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None
     topology_nodes_hash: str | None = None
+    # account -> users kubeslurm has made in Slurm (status.appliedAccounts), once SyncSlurm knows
+    applied_accounts: dict[str, list[str]] | None = None
+    # the uid assignment (status.unixIds), recorded before anything is rendered with it
+    unix_ids: dict[str, int] | None = None
 
     @property
     def models(self) -> list[NodeSet]:

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from ..render.accounting_commands import AssociationRemoval, SlurmAssociations
 from .slurm_hostlist import expand
 
 OPERATOR_REASON_PREFIX = "kubeslurm:"
@@ -24,6 +25,10 @@ HOLDING_STATES = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED,STAGE_OUT"
 # "Already existing account X on cluster Y", `add user` of an existing association
 # "Request didn't affect anything\nNothing added.", `modify` "Nothing modified".
 SACCTMGR_UNCHANGED = ("already exists", "already existing", "nothing added", "nothing new added", "nothing modified")
+# `delete` of an association that is gone already: "Nothing deleted" (exit code 1).
+SACCTMGR_GONE = "nothing deleted"
+# `delete` of an association with running or pending jobs: "Job(s) active, cancel job(s) before remove".
+SACCTMGR_JOBS_ACTIVE = "job(s) active"
 
 
 class CommandRunner(Protocol):
@@ -182,6 +187,58 @@ class SlurmControl:
             text = (result.stdout + result.stderr).lower()
             if result.returncode != 0 and not any(harmless in text for harmless in SACCTMGR_UNCHANGED):
                 raise SlurmCommandError(f"sacctmgr {shlex.join(args)} failed: {text.strip()}")
+
+    def associations(self, cluster: str) -> SlurmAssociations:
+        """The cluster's associations: users and sub-accounts of each account, users' default accounts."""
+        assoc = self._ok(["sacctmgr", "--noheader", "--parsable2", "show", "assoc", "where", f"cluster={cluster}",
+                          "format=Account,ParentName,User"])
+        users = self._ok(["sacctmgr", "--noheader", "--parsable2", "show", "user", "format=User,DefaultAccount"])
+        return parse_associations(assoc, users)
+
+    def remove_associations(self, removals: list[AssociationRemoval]) -> list[AssociationRemoval]:
+        """Run each removal's commands; return the removals Slurm refused because jobs are active
+        (they are tried again later). An association that is gone already counts as removed."""
+        waiting = []
+        for removal in removals:
+            for args in removal.commands:
+                result = self.run(["sacctmgr", "--immediate", *args])
+                text = (result.stdout + result.stderr).lower()
+                if result.returncode == 0 or SACCTMGR_GONE in text or any(same in text for same in SACCTMGR_UNCHANGED):
+                    continue
+                if SACCTMGR_JOBS_ACTIVE in text:
+                    waiting.append(removal)
+                    break
+                raise SlurmCommandError(f"sacctmgr {shlex.join(args)} failed: {text.strip()}")
+        return waiting
+
+
+def parse_associations(assoc: str, users: str) -> SlurmAssociations:
+    """`sacctmgr -n -P show assoc format=Account,ParentName,User` and `show user format=User,DefaultAccount`.
+
+    An account's own association has no user and names its parent; a user's has the user.
+    """
+    members: dict[str, set[str]] = {}
+    children: dict[str, set[str]] = {}
+    for line in assoc.splitlines():
+        if line.count("|") != 2:
+            continue
+        account, parent, user = line.split("|")
+        if user:
+            members.setdefault(account, set()).add(user)
+        else:
+            members.setdefault(account, set())
+            if parent:
+                children.setdefault(parent, set()).add(account)
+    defaults = {}
+    for line in users.splitlines():
+        name, _, default = line.partition("|")
+        if name and default:
+            defaults[name] = default
+    return SlurmAssociations(
+        users={a: frozenset(u) for a, u in members.items()},
+        sub_accounts={p: frozenset(c) for p, c in children.items()},
+        default_accounts=defaults,
+    )
 
 
 def job_counts(jobs: list[SlurmJob]) -> tuple[int, int]:

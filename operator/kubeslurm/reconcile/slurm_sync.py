@@ -1,6 +1,7 @@
 """Bring Slurm in line with the spec and with Kubernetes, through slurmctld.
 
-In order: accounts (sacctmgr, when spec.accounts changed), `scontrol reconfigure` once
+In order: accounts (sacctmgr, when spec.accounts changed; associations the spec dropped are
+removed, see _apply_accounts), `scontrol reconfigure` once
 slurmctld runs a new configuration, topology reload when the registered nodes changed,
 the running-jobs label on busy slurmd pods, lost slurmd pods marked DOWN, drains for
 Kubernetes node trouble, and the scale-down protocol's drain/resume/delete. Every
@@ -13,7 +14,14 @@ import json
 from .. import ownership
 from ..api import SlurmCluster
 from ..render import naming
-from ..render.accounting_commands import accounting_commands
+from ..render.accounting_commands import (
+    AppliedAccounts,
+    accounting_commands,
+    desired_associations,
+    removal_plan,
+    stale_associations,
+    still_applied,
+)
 from ..render.config_hash import CONFIG_HASH_ANNOTATION
 from .events import EventRecorder
 from .kube_api import KubeApi
@@ -51,10 +59,54 @@ def sync_slurm(api: KubeApi, events: EventRecorder, run: Run) -> None:
 
 
 def _apply_accounts(events: EventRecorder, run: Run, status: dict) -> None:
+    """Make Slurm's associations match spec.accounts: add and modify what the spec names (when
+    its hash changed), remove what kubeslurm added earlier and the spec dropped (status.appliedAccounts).
+
+    Level-based: with nothing changed and nothing waiting, no sacctmgr runs. A removal that
+    Slurm refuses because the association has jobs stays in appliedAccounts and is tried
+    again on the next reconcile; the jobs are never touched.
+    """
     cluster = run.cluster
-    if cluster.spec.accounting.enabled and status.get("appliedAccountsHash") != accounts_hash(cluster):
+    if not cluster.spec.accounting.enabled:
+        return
+    desired = desired_associations(cluster)
+    applied = applied_accounts(status)
+    if applied is None:
+        # A cluster from before status.appliedAccounts: only what the spec names now is known to be ours.
+        applied = desired
+    stale = stale_associations(applied, desired)
+    if status.get("appliedAccountsHash") != accounts_hash(cluster):
         run.slurm.sacctmgr(accounting_commands(cluster))
         events.normal(run.raw, "AccountsApplied", f"{len(cluster.spec.accounts)} accounts in Slurm match the spec")
+    waiting = []
+    if stale:
+        name = cluster.metadata.name
+        plan = removal_plan(name, stale, desired, run.slurm.associations(name))
+        waiting = run.slurm.remove_associations(plan.removals)
+        for account, theirs in plan.left_to_humans.items():
+            events.warning(
+                run.raw, "AccountLeftInSlurm",
+                f"account {account} left spec.accounts but stays in Slurm: it holds {', '.join(theirs)}, not added by "
+                f"kubeslurm; remove them, then `sacctmgr delete account {account} cluster={name}`",
+            )
+        done = [r for r in plan.removals if r not in waiting]
+        if done:
+            events.normal(run.raw, "AssociationsRemoved", f"removed from Slurm (job records kept): {_described(done)}")
+        if waiting:
+            run.progressing.append(f"waiting for the jobs of {_described(waiting)} to end before removing them from Slurm")
+    run.applied_accounts = still_applied(desired, waiting)
+
+
+def applied_accounts(status: dict) -> AppliedAccounts | None:
+    """status.appliedAccounts as account -> users; None when the status has none yet."""
+    recorded = status.get("appliedAccounts")
+    if recorded is None:
+        return None
+    return {entry["name"]: list(entry.get("users", [])) for entry in recorded}
+
+
+def _described(removals) -> str:
+    return ", ".join(f"user {r.user} in account {r.account}" if r.user else f"account {r.account}" for r in removals)
 
 
 def _reconfigure(events: EventRecorder, run: Run, status: dict) -> None:

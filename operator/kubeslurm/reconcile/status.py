@@ -20,7 +20,7 @@ from .slurm_sync import accounts_hash
 
 # Kept from the last status while Slurm does not answer, or while a step fails.
 _SLURM_COUNTS = ("nodes", "idleNodes", "gpus", "runningJobs", "pendingJobs")
-_APPLIED = ("appliedConfigHash", "appliedAccountsHash", "topologyNodesHash")
+_APPLIED = ("appliedConfigHash", "appliedAccountsHash", "appliedAccounts", "topologyNodesHash")
 
 
 def write_status(api: KubeApi, run: Run, failure: StepFailed | None) -> None:
@@ -51,10 +51,16 @@ def cluster_status(run: Run, failure: StepFailed | None, old: dict) -> SlurmClus
         fields["appliedConfigHash"] = run.applied_config_hash or old.get("appliedConfigHash")
         if run.cluster.spec.accounting.enabled:
             fields["appliedAccountsHash"] = accounts_hash(run.cluster)
+        if run.applied_accounts is not None:
+            fields["appliedAccounts"] = [{"name": a, "users": users} for a, users in run.applied_accounts.items()]
         if run.topology_nodes_hash:
             fields["topologyNodesHash"] = run.topology_nodes_hash
     else:
         fields.update({key: old[key] for key in _APPLIED if key in old})
+    # Never dropped, failure or not: pods and files carry these uids (record_unix_ids).
+    unix_ids = run.unix_ids if run.unix_ids is not None else old.get("unixIds")
+    if unix_ids is not None:
+        fields["unixIds"] = unix_ids
     broken = [s for s in run.node_sets if s.error]
     degraded = None
     if failure is not None:
