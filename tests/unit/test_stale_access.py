@@ -76,14 +76,14 @@ def test_stale_associations(applied, desired, stale):
      {"nlp": ["dave"], "vision": ["dave"]}, {},
      slurm({"vision": {"dave"}, "nlp": {"dave"}}, {"dave": "nlp"}),
      [AssociationRemoval("vision", "dave", (delete_user("dave", "vision"),)),
-      AssociationRemoval("nlp", "dave", (delete_user("dave", "nlp"),)),
-      AssociationRemoval("nlp", None, (delete_account("nlp"),)),
-      AssociationRemoval("vision", None, (delete_account("vision"),))], {}),
+      AssociationRemoval("nlp", "dave", (delete_user("dave", "nlp"),), after=(("vision", "dave"),)),
+      AssociationRemoval("nlp", None, (delete_account("nlp"),), after=(("nlp", "dave"),)),
+      AssociationRemoval("vision", None, (delete_account("vision"),), after=(("vision", "dave"),))], {}),
     ("an account the spec dropped goes after its users",
      {"old": ["erin"]}, {"vision": ["alice"]},
      slurm({"old": {"erin"}, "vision": {"alice"}}, {"erin": "old"}),
      [AssociationRemoval("old", "erin", (delete_user("erin", "old"),)),
-      AssociationRemoval("old", None, (delete_account("old"),))], {}),
+      AssociationRemoval("old", None, (delete_account("old"),), after=(("old", "erin"),))], {}),
     ("an account holding a user a human added stays (delete account would take the user too)",
      {"old": ["erin"]}, {},
      slurm({"old": {"erin", "hank"}}, {"erin": "old", "hank": "old"}),
@@ -243,6 +243,21 @@ def test_an_association_with_jobs_is_removed_later_and_the_reconcile_goes_on():
     _apply_accounts(Events(), run, status)
     assert run.applied_accounts == {"vision": ["alice"], "nlp": ["bob"]}
     assert "carol" not in sacctmgr.held["vision"]
+
+
+def test_while_a_user_s_other_association_has_jobs_its_default_one_and_the_account_wait_untried():
+    """Slurm refuses to delete a default association while the user has another: not even tried."""
+    sacctmgr = Sacctmgr({"vision": {"alice", "carol"}, "interns": {"carol"}}, {"alice": "vision", "carol": "vision"},
+                        busy={("interns", "carol")})
+    spec = set_path(CLUSTER, "spec.accounts", [{"name": "vision", "users": ["alice"]}])
+    status = steady_status(spec, {"vision": ["alice", "carol"], "interns": ["carol"]})
+    run = run_with(spec, status, sacctmgr)
+    _apply_accounts(Events(), run, status)
+    deletions = [call for call in sacctmgr.sacctmgr_calls() if call[0] == "delete"]
+    assert deletions == [["delete", "user", "where", "name=carol", "account=interns", f"cluster={C}"]]
+    assert run.applied_accounts == {"vision": ["alice", "carol"], "interns": ["carol"]}
+    assert run.progressing == ["waiting for the jobs of user carol in account interns, user carol in account vision, "
+                               "account interns to end before removing them from Slurm"]
 
 
 def test_an_account_holding_a_human_s_user_is_left_with_a_warning():

@@ -198,8 +198,11 @@ class SlurmControl:
     def remove_associations(self, removals: list[AssociationRemoval]) -> list[AssociationRemoval]:
         """Run each removal's commands; return the removals Slurm refused because jobs are active
         (they are tried again later). An association that is gone already counts as removed."""
-        waiting = []
+        waiting: list[AssociationRemoval] = []
         for removal in removals:
+            if {w.key for w in waiting} & set(removal.after):
+                waiting.append(removal)  # Slurm would refuse it while that one stands
+                continue
             for args in removal.commands:
                 result = self.run(["sacctmgr", "--immediate", *args])
                 text = (result.stdout + result.stderr).lower()

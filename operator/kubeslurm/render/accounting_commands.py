@@ -86,11 +86,20 @@ class SlurmAssociations:
 
 @dataclass(frozen=True)
 class AssociationRemoval:
-    """One association to delete (user None: the account itself) and the commands that do it."""
+    """One association to delete (user None: the account itself) and the commands that do it.
+
+    after: (account, user) of removals that must be done first; while one of them waits for
+    jobs this one waits too (Slurm would refuse it: the default account, or an account with users).
+    """
 
     account: str
     user: str | None
     commands: tuple[tuple[str, ...], ...]
+    after: tuple[tuple[str, str | None], ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.account, self.user)
 
 
 @dataclass(frozen=True)
@@ -118,13 +127,16 @@ def removal_plan(cluster_name: str, stale: AppliedAccounts, desired: AppliedAcco
         # non-default associations first: Slurm refuses to delete the default while others exist
         for account in sorted(by_user[user], key=lambda a: (a == default, a)):
             commands: list[tuple[str, ...]] = []
+            after: tuple[tuple[str, str | None], ...] = ()
             if account == default:
                 kept = [a for a, users in desired.items() if user in users]
                 kept += sorted(a for a, users in slurm.users.items() if user in users and a not in desired and (a, user) not in removing)
                 if kept:
                     commands.append(("modify", "user", "where", f"name={user}", f"cluster={cluster_name}", "set", f"DefaultAccount={kept[0]}"))
+                else:
+                    after = tuple((other, user) for other in sorted(by_user[user]) if other != account)
             commands.append(("delete", "user", "where", f"name={user}", f"account={account}", f"cluster={cluster_name}"))
-            removals.append(AssociationRemoval(account, user, tuple(commands)))
+            removals.append(AssociationRemoval(account, user, tuple(commands), after))
     left_to_humans: dict[str, list[str]] = {}
     for account in sorted(a for a in stale if a not in desired):
         if account not in slurm.accounts:
@@ -134,7 +146,9 @@ def removal_plan(cluster_name: str, stale: AppliedAccounts, desired: AppliedAcco
         if theirs:
             left_to_humans[account] = theirs
             continue
-        removals.append(AssociationRemoval(account, None, (("delete", "account", "where", f"name={account}", f"cluster={cluster_name}"),)))
+        users_first = tuple(r.key for r in removals if r.account == account)
+        delete = ("delete", "account", "where", f"name={account}", f"cluster={cluster_name}")
+        removals.append(AssociationRemoval(account, None, (delete,), users_first))
     return RemovalPlan(removals, left_to_humans)
 
 
