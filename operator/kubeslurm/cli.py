@@ -200,11 +200,18 @@ def command_run(args) -> int:
         verbose=args.verbose,
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN,
     )
+    settings = kopf.OperatorSettings()
+    # Watching chosen namespaces, the operator may read only those (the chart's Roles) and
+    # Kubernetes nodes: kopf is not to list namespaces or follow CRDs, which it would retry
+    # for a minute at every start before falling back to exactly this. It serves the CRDs
+    # found at start; a restart picks up new ones.
+    settings.scanning.disabled = bool(args.namespace)
     kopf.run(
         standalone=True,
         clusterwide=not args.namespace,
         namespaces=args.namespace or [],
         liveness_endpoint=args.liveness or None,
+        settings=settings,
     )
     return 0
 

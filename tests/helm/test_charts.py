@@ -101,6 +101,38 @@ def test_operator_chart_rbac_is_deploy_rbac(helm):
     assert one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == name
 
 
+def test_operator_chart_rbac_for_watched_namespaces_is_namespaced(helm, tmp_path):
+    """With watchNamespaces, every rule on namespaced objects (Secrets, pods/exec, ...) is a Role in a
+    watched namespace; cluster-wide only nodes, read-only (kopf does not scan CRDs with --namespace).
+    With deploy/rbac.yaml's rule on CRDs: deploy/rbac.yaml's rules."""
+    objects = _template_with_values(helm, OPERATOR_CHART, {"watchNamespaces": ["hpc", "research"]}, tmp_path, "kubeslurm", "ops")
+    name = "kubeslurm-kubeslurm-operator"
+    deploy_rules = one(repo_documents("deploy/rbac.yaml"), "ClusterRole")["rules"]
+    cluster_rules = one(objects, "ClusterRole")["rules"]
+    assert [rule["resources"] for rule in cluster_rules] == [["nodes"]]
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster_rules)
+    roles, bindings = by_kind(objects, "Role"), by_kind(objects, "RoleBinding")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(b["metadata"]["namespace"] for b in bindings) == ["hpc", "research"]
+    for role in roles:
+        assert role["metadata"]["name"] == name
+        assert role["rules"] + [{"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                                 "verbs": ["list", "watch"]}] + cluster_rules == deploy_rules
+    for binding in bindings:
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "ops"}]
+    assert one(objects, "ClusterRoleBinding")["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "ops"}]
+
+
+def test_operator_rbac_grants_no_verb_the_operator_does_not_use():
+    """Secrets are never listed, watched or deleted; status is patched, never read; nodes only read."""
+    rules = {tuple(r["resources"]): set(r["verbs"]) for r in one(repo_documents("deploy/rbac.yaml"), "ClusterRole")["rules"]}
+    assert rules[("secrets",)] == {"get", "create", "patch"}
+    assert rules[("persistentvolumeclaims",)] == {"get", "create", "patch"}
+    assert rules[("slurmclusters/status", "nodesets/status")] == {"patch"}
+    assert rules[("nodes",)] == {"list", "watch"}
+    assert rules[("events",)] == {"create"}
+
+
 def test_operator_chart_deployment_is_deploy_operator_by_default(helm):
     objects = helm.template("kubeslurm-operator", OPERATOR_CHART, "-n", "kubeslurm-system")
     assert sorted(o["kind"] for o in objects) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]

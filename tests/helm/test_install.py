@@ -13,7 +13,7 @@ import json
 import pytest
 import yaml
 
-from tests.k8s.operator_process import eventually
+from tests.k8s.operator_process import OperatorProcess, eventually
 
 from .conftest import CLUSTER_CHART, OPERATOR_CHART, REPO
 
@@ -99,6 +99,7 @@ def test_operator_chart_install_upgrade_uninstall(helm, crds, namespace):
     for verb, resource, allowed in [
         ("patch", "slurmclusters.kubeslurm.io/status", "yes"), ("create", "pods/exec", "yes"),
         ("list", "secrets", "no"), ("delete", "persistentvolumeclaims", "no"), ("create", "pods", "no"),
+        ("delete", "secrets", "no"), ("watch", "secrets", "no"),
     ]:
         sub = resource.split("/", 1)
         args = ["auth", "can-i", verb, sub[0], "--as", user, "-n", namespace]
@@ -109,13 +110,16 @@ def test_operator_chart_install_upgrade_uninstall(helm, crds, namespace):
     generation = deployment["metadata"]["generation"]
     upgrade = kube_helm(
         helm, cp, "upgrade", name, OPERATOR_CHART, "-n", namespace, "--reuse-values",
-        "--set", "logFormat=plain", "--set", "resources.limits.memory=1Gi", "--set", "watchNamespaces={hpc}",
+        # a watched namespace must exist: it gets the operator's Role
+        "--set", "logFormat=plain", "--set", "resources.limits.memory=1Gi", "--set", f"watchNamespaces={{{namespace}}}",
     )
     assert "REVISION: 2" in upgrade.stdout
     deployment = get(cp, "deployment", name, "-n", namespace)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert deployment["metadata"]["generation"] > generation
-    assert container["args"] == ["run", "--log-format=plain", "--liveness=http://0.0.0.0:8080/healthz", "--namespace=hpc"]
+    assert container["args"] == ["run", "--log-format=plain", "--liveness=http://0.0.0.0:8080/healthz", f"--namespace={namespace}"]
+    assert get(cp, "role", name, "-n", namespace) and get(cp, "rolebinding", name, "-n", namespace)
+    assert [rule["resources"] for rule in get(cp, "clusterrole", name)["rules"]] == [["nodes"]]
     assert container["resources"]["limits"]["memory"] == "1Gi"
 
     # a bad value is refused at upgrade and leaves the release as it was
@@ -178,3 +182,67 @@ def test_cluster_chart_install_refuses_bad_values_and_creates_nothing(helm, crds
     assert result.returncode != 0 and "/nodeSets/0/name" in result.stderr
     assert crds.kubectl("get", "slurmclusters,nodesets", "-n", namespace, "-o", "name").stdout.strip() == ""
     assert kube_helm(helm, crds, "list", "-n", namespace, "-a", "-q").stdout.strip() == ""
+
+
+def can_i(cp, user: str, verb: str, resource: str, namespace: str | None) -> str:
+    kind, _, subresource = resource.partition("/")
+    args = ["auth", "can-i", verb, kind, "--as", user]
+    args += ["-n", namespace] if namespace else ["--all-namespaces"]
+    if subresource:
+        args += ["--subresource", subresource]
+    return cp.kubectl(*args, check=False).stdout.strip()
+
+
+def test_operator_watching_one_namespace_runs_under_roles_there_only(helm, crds, namespace, tmp_path):
+    """watchNamespaces: Roles in the watched namespace, nothing namespaced cluster-wide; the operator,
+    run as that ServiceAccount with that --namespace, reconciles a cluster there all the same."""
+    cp = crds
+    elsewhere = f"{namespace}-elsewhere"
+    cp.kubectl("create", "namespace", elsewhere)
+    name = f"{namespace}-kubeslurm-operator"
+    kube_helm(helm, cp, "install", name, OPERATOR_CHART, "-n", namespace, "--set", f"watchNamespaces={{{namespace}}}")
+    user = f"system:serviceaccount:{namespace}:{name}"
+    process = None
+    try:
+        assert get(cp, "role", name, "-n", namespace) and get(cp, "rolebinding", name, "-n", namespace)
+        for verb, resource, where, allowed in [
+            ("get", "secrets", namespace, "yes"), ("create", "pods/exec", namespace, "yes"),
+            ("get", "secrets", elsewhere, "no"), ("create", "pods/exec", elsewhere, "no"), ("patch", "statefulsets", elsewhere, "no"),
+            ("get", "secrets", None, "no"), ("list", "slurmclusters.kubeslurm.io", None, "no"),
+            ("delete", "secrets", namespace, "no"), ("list", "secrets", namespace, "no"),
+            ("list", "nodes", None, "yes"), ("watch", "nodes", None, "yes"), ("patch", "nodes", None, "no"),
+            ("list", "namespaces", None, "no"), ("list", "customresourcedefinitions", None, "no"),
+        ]:
+            assert can_i(cp, user, verb, resource, where) == allowed, (verb, resource, where)
+
+        kubeconfig = cp.write_service_account_kubeconfig(namespace, name, tmp_path / "sa.kubeconfig")
+        process = OperatorProcess(kubeconfig, tmp_path / "operator.log", namespaces=(namespace,))
+        process.start()
+        example = [d for d in yaml.safe_load_all((REPO / "examples" / "research.yaml").read_text()) if d]
+        for where in (namespace, elsewhere):
+            for doc in example:
+                doc["metadata"]["namespace"] = where
+            cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(example))
+
+        def reconciled():
+            conditions = (get(cp, "slurmcluster", "research", "-n", namespace) or {}).get("status", {}).get("conditions") or []
+            return {c["type"]: c for c in conditions}.get("Ready")
+
+        ready = eventually(reconciled, timeout=90, what="status of the watched cluster")
+        assert (ready["status"], ready["reason"]) == ("False", "SlurmNotAnswering"), ready  # no kubelet in this tier
+        cluster = get(cp, "slurmcluster", "research", "-n", namespace)
+        assert {c["type"]: c["status"] for c in cluster["status"]["conditions"]}["Degraded"] == "False", cluster["status"]
+        for kind, object_name in [("statefulset", "research-controller"), ("statefulset", "h100"), ("secret", "research-auth-key"),
+                                  ("secret", "research-slurmdbd-config"), ("pvc", "research-controller-state")]:
+            assert get(cp, kind, object_name, "-n", namespace), (kind, object_name)
+        assert get(cp, "nodeset", "h100", "-n", namespace)["metadata"].get("ownerReferences")
+        # the namespace it does not watch is left alone
+        assert get(cp, "statefulset", "research-controller", "-n", elsewhere) is None
+        assert not get(cp, "slurmcluster", "research", "-n", elsewhere).get("status")
+        assert "Forbidden" not in process.log_tail(400), process.log_tail(400)  # it asks for nothing it may not do
+    finally:
+        if process is not None:
+            process.stop()
+            print("---- operator log ----\n" + process.log_tail(200))
+        kube_helm(helm, cp, "uninstall", name, "-n", namespace, check=False)
+        cp.kubectl("delete", "namespace", elsewhere, "--wait=false", check=False)

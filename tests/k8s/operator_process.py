@@ -14,10 +14,11 @@ OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kubeslurm-operator"
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: Path, log_path: Path, resync_seconds: float = 3):
+    def __init__(self, kubeconfig: Path, log_path: Path, resync_seconds: float = 3, namespaces: tuple[str, ...] = ()):
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.resync_seconds = resync_seconds
+        self.namespaces = namespaces  # watched namespaces (--namespace each); empty: all
         self.popen: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -25,7 +26,8 @@ class OperatorProcess:
         env.pop("KUBECONFIG", None)
         log = self.log_path.open("a")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "kubeslurm.cli", "run", "--kubeconfig", str(self.kubeconfig), "--liveness", ""],
+            [sys.executable, "-m", "kubeslurm.cli", "run", "--kubeconfig", str(self.kubeconfig), "--liveness", "",
+             *(f"--namespace={namespace}" for namespace in self.namespaces)],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
 

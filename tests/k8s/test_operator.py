@@ -399,3 +399,110 @@ def test_an_object_someone_else_made_under_our_name_is_not_taken_over(operator, 
     assert "ConfigMap" in degraded["message"] and "research-slurm-config" in degraded["message"], degraded
     assert get(cp, "configmap", "research-slurm-config", namespace)["data"] == planted["data"]
     assert get(cp, "statefulset", "research-controller", namespace) is None  # nothing applied after the refusal
+
+
+def degraded_with(cp, namespace, reason):
+    def check():
+        degraded = condition(get(cp, "slurmcluster", "research", namespace), "Degraded")
+        return degraded and degraded["reason"] == reason and degraded
+    return eventually(check, what=f"research Degraded with {reason}")
+
+
+def secret_manifest(namespace, name, data: dict[str, bytes]) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+            "data": {key: base64.b64encode(value).decode() for key, value in data.items()}}
+
+
+def test_a_planted_auth_key_is_neither_used_nor_overwritten(operator, control_plane, namespace):
+    """Issue 11 item 5: a key someone else made under the cluster's name would let them forge any
+    Slurm user. The cluster is Degraded naming it, nothing is created; deleting it lets the operator
+    make its own."""
+    cp = control_plane
+    planted = secret_manifest(namespace, "research-auth-key", {"slurm.key": b"known-to-the-attacker" * 4})
+    cp.kubectl("apply", "-f", "-", input=as_yaml([planted]))
+    before = get(cp, "secret", "research-auth-key", namespace)
+    apply_example(cp, namespace)
+    degraded = degraded_with(cp, namespace, "UntrustedSecret")
+    assert degraded["status"] == "True"
+    assert f"Secret {namespace}/research-auth-key" in degraded["message"] and "Delete it" in degraded["message"], degraded
+    after = get(cp, "secret", "research-auth-key", namespace)
+    assert after["data"] == before["data"] and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    # nothing half made: no password, no slurmdbd.conf, no pod anywhere
+    assert get(cp, "secret", "research-mariadb-password", namespace) is None
+    assert get(cp, "secret", "research-slurmdbd-config", namespace) is None
+    assert get(cp, "statefulset", "research-controller", namespace) is None
+    events = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "UntrustedSecret" and e["type"] == "Warning" and "research-auth-key" in e["message"]
+               for e in events), [e["reason"] for e in events]
+
+    cp.kubectl("delete", "secret", "research-auth-key", "-n", namespace)
+    wait_for_objects(cp, namespace)
+    key = get(cp, "secret", "research-auth-key", namespace)
+    uid = get(cp, "slurmcluster", "research", namespace)["metadata"]["uid"]
+    assert [(r["uid"], r["controller"]) for r in key["metadata"]["ownerReferences"]] == [(uid, True)]
+    assert len(base64.b64decode(key["data"]["slurm.key"])) == 1024
+
+
+def test_a_planted_database_password_is_refused(operator, control_plane, namespace):
+    cp = control_plane
+    planted = secret_manifest(namespace, "research-mariadb-password", {"password": b"chosen-by-the-attacker"})
+    cp.kubectl("apply", "-f", "-", input=as_yaml([planted]))
+    apply_example(cp, namespace)
+    degraded = degraded_with(cp, namespace, "UntrustedSecret")
+    assert f"Secret {namespace}/research-mariadb-password" in degraded["message"], degraded
+    assert "chosen-by-the-attacker" not in json.dumps(get(cp, "slurmcluster", "research", namespace))
+    assert get(cp, "secret", "research-auth-key", namespace) is None  # nothing created before the refusal
+    assert get(cp, "secret", "research-slurmdbd-config", namespace) is None
+
+
+def with_external_password(namespace, secret_name, key):
+    docs = documents_in(namespace)
+    docs[0]["spec"]["accounting"]["database"] = {
+        "external": {"host": "db.example.org", "passwordSecretRef": {"name": secret_name, "key": key}}}
+    return docs
+
+
+def test_password_secret_ref_may_not_name_another_cluster_s_key(operator, control_plane, namespace):
+    cp = control_plane
+    theirs = secret_manifest(namespace, "other-auth-key", {"slurm.key": bytes(range(256)) * 4})
+    cp.kubectl("apply", "-f", "-", input=as_yaml([theirs]))
+    apply_example(cp, namespace, with_external_password(namespace, "other-auth-key", "slurm.key"))
+    degraded = degraded_with(cp, namespace, "UntrustedSecret")
+    assert "spec.accounting.database.external.passwordSecretRef" in degraded["message"], degraded
+    assert f"Secret {namespace}/other-auth-key" in degraded["message"], degraded
+    assert get(cp, "secret", "research-slurmdbd-config", namespace) is None
+    assert get(cp, "secret", "research-auth-key", namespace) is None
+
+
+def test_an_external_password_slurmdbd_conf_cannot_hold_is_refused_unquoted(operator, control_plane, namespace):
+    cp = control_plane
+    site = secret_manifest(namespace, "site-db", {"pw": b"pass StorageHost=evil.example.org"})
+    cp.kubectl("apply", "-f", "-", input=as_yaml([site]))
+    apply_example(cp, namespace, with_external_password(namespace, "site-db", "pw"))
+    degraded = degraded_with(cp, namespace, "InvalidSecret")
+    assert f"Secret {namespace}/site-db, key 'pw'" in degraded["message"] and "space" in degraded["message"], degraded
+    assert "evil" not in degraded["message"]
+    assert get(cp, "secret", "research-slurmdbd-config", namespace) is None
+
+
+def test_no_password_in_the_database_pod_s_env_or_in_a_plain_hash(operator, control_plane, namespace):
+    """Issue 11 item 6: MariaDB reads its password from a file; slurmdbd's config-hash is keyed."""
+    import hashlib
+    import hmac
+
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+    mariadb = get(cp, "statefulset", "research-mariadb", namespace)["spec"]["template"]["spec"]
+    (container,) = mariadb["containers"]
+    assert not [e for e in container["env"] if "valueFrom" in e or e["name"] == "MARIADB_PASSWORD"]
+    assert "MARIADB_PASSWORD_FILE" in {e["name"] for e in container["env"]}
+    assert any(v.get("secret", {}).get("secretName") == "research-mariadb-password" for v in mariadb["volumes"])
+
+    conf = base64.b64decode(get(cp, "secret", "research-slurmdbd-config", namespace)["data"]["slurmdbd.conf"]).decode()
+    canonical = json.dumps({"slurmdbd.conf": conf}, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    annotation = get(cp, "statefulset", "research-accounting", namespace)["spec"]["template"]["metadata"]["annotations"]["kubeslurm.io/config-hash"]
+    assert annotation != hashlib.sha256(canonical).hexdigest()
+    auth_key = base64.b64decode(get(cp, "secret", "research-auth-key", namespace)["data"]["slurm.key"])
+    key = hmac.new(auth_key, b"kubeslurm.io/config-hash-key/v1", hashlib.sha256).digest()
+    assert annotation == hmac.new(key, canonical, hashlib.sha256).hexdigest()

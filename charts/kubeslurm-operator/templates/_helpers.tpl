@@ -34,3 +34,84 @@ app.kubernetes.io/component: operator
 app.kubernetes.io/part-of: kubeslurm
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
+
+{{/*
+The operator's rules on namespaced objects: granted in every namespace by the ClusterRole when
+watchNamespaces is empty, else by a Role in each watched namespace. The same rules, in the same
+order, as deploy/rbac.yaml (a test compares them), which says which code needs each one.
+*/}}
+{{- define "kubeslurm-operator.namespacedRules" -}}
+# SlurmClusters: watched by kopf, read by the reconcile (get, and list for name collisions);
+# patch: kopf's finalizer, which lets a cluster's daemon stop before the cluster is gone
+- apiGroups: [kubeslurm.io]
+  resources: [slurmclusters]
+  verbs: [get, list, watch, patch]
+# NodeSets: watched by kopf, listed by the reconcile; patch: the ownerReference to their
+# cluster (server-side apply of an existing NodeSet)
+- apiGroups: [kubeslurm.io]
+  resources: [nodesets]
+  verbs: [list, watch, patch]
+# status is ours (reconcile/status.py, a merge patch; never read back from the subresource)
+- apiGroups: [kubeslurm.io]
+  resources: [slurmclusters/status, nodesets/status]
+  verbs: [patch]
+# objects rendered per cluster: server-side apply (create+patch; get for one not found by
+# label), drift watch (list, watch), prune (delete)
+- apiGroups: [""]
+  resources: [configmaps, services]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch, delete]
+# Secrets: read one by one (the auth key, the generated DB password, an external DB password),
+# created once (key, password), slurmdbd.conf applied (create+patch). Never listed or watched,
+# never deleted (garbage collection removes them with their SlurmCluster)
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch]
+# the controller-state and database claims: applied (create+patch), read by name; never
+# deleted by us (only garbage collection, with the SlurmCluster)
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, create, patch]
+# slurmd pods: readiness and placement (list, watch), the controller pod (get); the
+# running-jobs label that the PDB selects (patch)
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, patch]
+# exec into slurmctld runs scontrol/squeue/sacctmgr (reconcile/slurm_control.py) over a
+# websocket: a GET upgrade, authorized as get, and as create by newer API servers
+- apiGroups: [""]
+  resources: [pods/exec]
+  verbs: [create, get]
+# reconcile/events.py posts Events about our objects
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end }}
+
+{{/*
+kopf follows the custom resources through their definitions when it watches every namespace;
+with watchNamespaces (`--namespace`) scanning is off and it needs no access to CRDs.
+*/}}
+{{- define "kubeslurm-operator.customResourceDefinitionRules" -}}
+# kopf follows the custom resources through their definitions. Not with --namespace (the
+# chart's watchNamespaces): there scanning is off and kopf serves the CRDs found at start
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- end }}
+
+{{/*
+Kubernetes nodes are cluster-scoped and the operator reads them whatever watchNamespaces holds.
+*/}}
+{{- define "kubeslurm-operator.nodeRules" -}}
+# Kubernetes node health and labels: drains and topology.conf (listed once per reconcile,
+# watched by kopf); granted cluster-wide also with watchNamespaces
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+{{- end }}
