@@ -244,6 +244,18 @@ class LocalCluster:
             shutil.rmtree(CLUSTER_DIR / "logs" / "control-plane", ignore_errors=True)
             (CLUSTER_DIR / "logs").mkdir(parents=True, exist_ok=True)
             shutil.move(str(cp_logs), CLUSTER_DIR / "logs" / "control-plane")
+        # Pod logs too (the operator's, slurmctld's): an e2e failure is explained by them.
+        for node in nodes:
+            pod_logs = node.dir / "pod-logs"
+            if pod_logs.is_dir():
+                kept = CLUSTER_DIR / "logs" / node.name / "pod-logs"
+                shutil.rmtree(kept, ignore_errors=True)
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(pod_logs), kept)
+        # kubelet links every container log into the host's /var/log/containers.
+        for link in Path("/var/log/containers").glob("*.log"):
+            if link.is_symlink() and str(os.readlink(link)).startswith(str(CLUSTER_DIR)):
+                link.unlink(missing_ok=True)
         if state.get("mounted_hugetlb"):
             target = state["mounted_hugetlb"]
             if not [d for d in Path(target).iterdir() if d.is_dir()]:
