@@ -322,8 +322,13 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     env = mariadb_env(objects)
     # SQL quoting in the entrypoint must survive ' \\ ` $ and spaces.
     password = "q'w\\x `y`$z-" + secrets.token_urlsafe(12)
-    env["MARIADB_PASSWORD"] = password
     root = unpacked("mariadb")
+    # The password comes as a file (the pod mounts it from its Secret), never as a variable.
+    assert "MARIADB_PASSWORD" not in env
+    password_file = root / env["MARIADB_PASSWORD_FILE"].lstrip("/")
+    password_file.parent.mkdir(parents=True, exist_ok=True)
+    password_file.write_text(password + "\n")  # kubectl create secret --from-file keeps a newline
+    password_file.chmod(0o400)
     port = free_port()
     # The pod's args plus a port of our own (this runs in the host's network).
     args = container["args"] + [f"--port={port}", "--bind-address=127.0.0.1"]
@@ -358,11 +363,14 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     uid = int(Path(f"/proc/{pids[0]}/status").read_text().split("Uid:")[1].split()[0])
     assert uid == mysql_uid
     assert "GENERATED ROOT PASSWORD" not in log1.read_text() and password not in log1.read_text()
+    # mariadbd (and all it starts) inherits no password: /proc/<pid>/environ shows none
+    environ = Path(f"/proc/{pids[0]}/environ").read_bytes()
+    assert b"MARIADB_PASSWORD=" not in environ and password.encode() not in environ
 
     # slurmdbd.conf cannot carry that password (Slurm's parser eats the \); the
     # operator generates URL-safe ones (secrets.token_urlsafe), so switch to such.
     password = secrets.token_urlsafe(24)
-    rc, out = client("-e", f"SET PASSWORD = PASSWORD('{password}')", pw=env["MARIADB_PASSWORD"])
+    rc, out = client("-e", f"SET PASSWORD = PASSWORD('{password}')", pw=current["password"])
     assert rc == 0, out
     current["password"] = password
 
@@ -404,17 +412,31 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     assert "fatal" not in dbd_log.read_text(), dbd_log.read_text()
     dbd.kill()
 
-    # A restart keeps the database and its users; the env is not read again.
+    # A restart keeps the database and its users; the password file is not read again.
     for pid in db.namespace_pids("mariadbd"):
         os.kill(pid, signal.SIGTERM)
     rc, _ = db.wait(60)
     assert rc == 0, log1.read_text()
     log2 = tmp_path / "mariadb-2.log"
-    db2 = root_processes(root, entrypoint + args, env={**env, "MARIADB_PASSWORD": "other"}, log=log2)
+    password_file.chmod(0o600)
+    password_file.write_text("other")
+    db2 = root_processes(root, entrypoint + args, env=env, log=log2)
     wait_for(lambda: port_open(port) or db2.proc.poll() is not None, 120, "MariaDB after a restart")
     assert "initialising" not in log2.read_text()
     rc, out = client("-e", f"SHOW TABLES FROM {env['MARIADB_DATABASE']}")
     assert rc == 0 and "cluster_table" in out.split(), out
+
+
+def test_mariadb_entrypoint_takes_a_password_from_a_variable_or_a_file_not_both(unpacked):
+    root = unpacked("mariadb")
+    (root / "tmp/both").write_text("from-the-file")
+    both = {"MARIADB_USER": "slurm", "MARIADB_PASSWORD": "from-the-env", "MARIADB_PASSWORD_FILE": "/tmp/both"}
+    rc, out = run_in_root(root, ["/usr/local/bin/kubeslurm-mariadb-entrypoint", "--datadir=/tmp/fresh-both"], env=both)
+    assert rc != 0 and "both MARIADB_PASSWORD and MARIADB_PASSWORD_FILE are set" in out, out
+    missing = {"MARIADB_USER": "slurm", "MARIADB_PASSWORD_FILE": "/run/secrets/none/password"}
+    rc, out = run_in_root(root, ["/usr/local/bin/kubeslurm-mariadb-entrypoint", "--datadir=/tmp/fresh-missing"], env=missing)
+    assert rc != 0 and "MARIADB_PASSWORD_FILE names /run/secrets/none/password, which is not a readable file" in out, out
+    assert "from-the" not in out
 
 
 def test_mariadb_entrypoint_passes_other_commands(unpacked):
