@@ -116,12 +116,16 @@ class ClusterReconciler:
                 neighbours.append((_created(raw), parse_object(raw, f"{raw['kind']} {raw['metadata']['name']}")))
             except ManifestError:
                 continue  # an invalid neighbour renders nothing, so it takes no names
+        neighbours.sort(key=lambda n: n[0])  # the neighbours older than an object are then a prefix
         judged = [(run.raw, cluster)] + [(s.raw, s.model) for s in run.node_sets if s.model is not None]
         errors: dict[str, str] = {}
+        found: dict[int, list] = {}  # by how many neighbours are older: usually one check for all
         for raw, model in judged:
             older = [m for created, m in neighbours if created < _created(raw)]
+            if len(older) not in found:
+                found[len(older)] = name_collisions(cluster, run.models, older)
             label = f"{model.KIND} {model.metadata.namespace}/{model.metadata.name}"
-            for error in name_collisions(cluster, run.models, older):
+            for error in found[len(older)]:
                 if error.obj == label:
                     errors.setdefault(label, f"{error.field}: {error.message}")
         cluster_label = f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name}"
