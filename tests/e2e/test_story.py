@@ -193,6 +193,25 @@ def test_jobs_run_as_a_researcher_with_their_gpus(story):
 # -- 3. scale up while jobs are submitted ------------------------------------------
 
 
+def test_a_researcher_in_the_login_pod_cannot_become_root_or_read_the_key(story):
+    def as_user(user, script):
+        command = ["runuser", "-l", user, "-c", script] if user else ["/bin/sh", "-c", script]
+        return story.kube.exec(NAMESPACE, LOGIN, "login", command, check=False)
+    # The key is in the sackd container only: not even root of the sessions container has it.
+    for user in ("alice", None):
+        result = as_user(user, "cat /etc/slurm/slurm.key")
+        assert result.returncode != 0 and not result.stdout, (user, result.stdout[:40])
+    # no_new_privs: setuid programs (su) give alice nothing
+    assert as_user("alice", "grep NoNewPrivs /proc/self/status").stdout.split() == ["NoNewPrivs:", "1"]
+    su = as_user("alice", "su -c id root < /dev/null")
+    assert su.returncode != 0 and "uid=0" not in su.stdout, su.stdout
+    # Slurm refuses a job as root (DisableRootJobs) and alice's job as bob
+    root_job = as_user(None, "sbatch -p cpu --wrap true")
+    assert root_job.returncode != 0, root_job.stdout
+    as_bob = as_user("alice", "sbatch -p cpu --uid=bob --wrap true")
+    assert as_bob.returncode != 0 and "--uid only permitted by root" in as_bob.stderr, as_bob.stderr
+
+
 def test_scale_up_while_submitting_new_nodes_take_jobs(story):
     queued = [story.sbatch("-p cpu --wrap 'sleep 10'", user=user) for user in ["alice", "bob"] * 4]
     t0 = time.monotonic()
@@ -335,6 +354,9 @@ def _print_lost_node_diagnostics(story, job: str) -> None:
 
 
 def test_added_partition_reaches_slurm_without_losing_running_jobs(story):
+    def sackd_restarts():
+        return next(c["restartCount"] for c in story.pod(LOGIN)["status"]["containerStatuses"] if c["name"] == "sackd")
+    login_before = (story.pod(LOGIN)["metadata"]["uid"], sackd_restarts())
     running = story.sbatch("-p cpu -w cpu-0 --wrap 'sleep 30'")
     story.wait_running(running)
     patch = [{"op": "add", "path": "/spec/partitions/-",
@@ -349,6 +371,11 @@ def test_added_partition_reaches_slurm_without_losing_running_jobs(story):
         wait_for(lambda: (story.kube.exec(NAMESPACE, node, "slurmd", [
             "sh", "-c", f"grep -h '^PartitionName=debug' /var/spool/slurmd/{node}/conf-cache/slurm.conf"],
             check=False).returncode == 0, node), 120, f"{node}'s cached slurm.conf has partition debug")
+    # The running login pod got it too: slurmctld pushes it to sackd (which runs as SlurmUser), no restart.
+    wait_for(lambda: (story.kube.exec(NAMESPACE, LOGIN, "login", [
+        "grep", "-q", "^PartitionName=debug", "/run/slurm/conf/slurm.conf"], check=False).returncode == 0, LOGIN),
+        120, "the login pod's slurm.conf has partition debug")
+    assert (story.pod(LOGIN)["metadata"]["uid"], sackd_restarts()) == login_before
     story.wait_jobs([story.sbatch("-p debug --wrap true")], timeout=120)
     story.wait_jobs([running], timeout=120)
 

@@ -252,10 +252,28 @@ def test_headless_services(name, port, publish_not_ready):
 def test_login_replicas_and_sackd(replicas):
     login = find(everything(set_path(CLUSTER, "spec.login.replicas", replicas)), "StatefulSet", "research-login")
     assert login["spec"]["replicas"] == replicas
-    [container] = login["spec"]["template"]["spec"]["containers"]
+    container = next(c for c in login["spec"]["template"]["spec"]["containers"] if c["name"] == "sackd")
     # Absolute path and -D: sackd re-executes argv[0] in place on `scontrol reconfigure`.
     assert container["command"] == ["/usr/sbin/sackd", "-D", "--conf-server", "research-slurmctld-0:6817"]
     assert "env" not in container
+
+
+def test_login_sessions_run_apart_from_the_key_and_cannot_escalate():
+    pod = find(everything(), "StatefulSet", "research-login")["spec"]["template"]
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    assert list(containers) == ["login", "sackd"]
+    assert pod["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"] == "login"
+    sessions, sackd = containers["login"], containers["sackd"]
+    # the key lives in /etc/slurm: only sackd mounts it
+    assert "/etc/slurm" not in {m["mountPath"] for m in sessions["volumeMounts"]}
+    assert "slurm-etc" not in {m["name"] for m in sessions["volumeMounts"]}
+    assert {m["mountPath"] for m in sackd["volumeMounts"]} == {"/etc/slurm", "/run/slurm"}
+    assert "/run/slurm" in {m["mountPath"] for m in sessions["volumeMounts"]}  # the socket and the configs
+    assert sessions["securityContext"]["allowPrivilegeEscalation"] is False
+    # sackd as SlurmUser: slurmctld's config push is signed for it
+    assert sackd["securityContext"] == {"runAsUser": 64030, "runAsGroup": 64030, "allowPrivilegeEscalation": False}
+    [init] = pod["spec"]["initContainers"]
+    assert "chown slurm:slurm /run/slurm" in init["command"][-1]
 
 
 def _config_hash(objects, name):
@@ -281,7 +299,7 @@ def test_a_database_change_rolls_slurmdbd_only():
 
 # Pointer fields keep an explicit false; the API server drops false and empty values
 # of the others, so a desired false there would look like drift on every reconcile.
-FALSE_IS_KEPT = {"automountServiceAccountToken", "enableServiceLinks"}
+FALSE_IS_KEPT = {"automountServiceAccountToken", "enableServiceLinks", "allowPrivilegeEscalation"}
 
 
 def _fields_the_api_server_drops(node, path=""):
