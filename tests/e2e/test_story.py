@@ -380,6 +380,34 @@ def test_added_partition_reaches_slurm_without_losing_running_jobs(story):
     story.wait_jobs([running], timeout=120)
 
 
+# -- data safety: the accounting history survives a spec edit ---------------------------
+
+
+def test_moving_the_database_outside_and_back_keeps_the_accounting_history(story):
+    """An edit that prunes the MariaDB StatefulSet (here: an external database) keeps its claim;
+    moving back, sacct still has every job from before (the count below checks each one)."""
+    kube = story.kube
+    claim = kube.get("pvc", "data-research-mariadb-0", "-n", NAMESPACE)
+    before = set(story.sh(f"sacct -a -n -X -P -S {story.started} -o JobID").split())
+    assert claim is not None and before
+    kube.run("create", "secret", "generic", "site-db", "-n", NAMESPACE, "--from-literal=password=site-db-password")
+
+    def move(database):
+        kube.run("patch", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--type=json", "-p",
+                 json.dumps([{"op": "replace", "path": "/spec/accounting/database", "value": database}]))
+    move({"external": {"host": "db.example.invalid", "passwordSecretRef": {"name": "site-db"}}})
+    wait_for(lambda: (kube.get("statefulset", "research-mariadb", "-n", NAMESPACE) is None, "still there"),
+             180, "the MariaDB StatefulSet pruned")
+    kept = kube.get("pvc", "data-research-mariadb-0", "-n", NAMESPACE)
+    assert kept is not None and kept["metadata"]["uid"] == claim["metadata"]["uid"]
+    move({"internal": {"size": "2Gi"}})
+
+    def history_back():
+        out = story.sh(f"sacct -a -n -X -P -S {story.started} -o JobID", check=False)
+        return before <= set(out.split()), out[-200:]
+    wait_for(history_back, 420, "sacct with every job from before, from the same database")
+
+
 # -- the count: every submitted job COMPLETED ---------------------------------------
 
 

@@ -430,3 +430,10 @@ def test_the_database_claim_belongs_to_the_cluster_not_to_its_stateful_set():
     assert statefulset["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
     names = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert names.index(("PersistentVolumeClaim", claim["metadata"]["name"])) < names.index(("StatefulSet", statefulset["metadata"]["name"]))
+
+
+def test_every_pod_runs_under_the_runtime_s_default_seccomp_profile():
+    templates = [o["spec"]["template"] for o in everything() if o["kind"] == "StatefulSet"]
+    assert len(templates) == 6
+    for template in templates:
+        assert template["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}

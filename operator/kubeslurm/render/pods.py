@@ -16,9 +16,13 @@ def pod_spec(
 ) -> dict:
     # Nothing in these pods talks to the Kubernetes API, so no token is mounted;
     # service links would put env vars of every Service in the namespace into every job.
+    # The runtime's default seccomp profile refuses syscalls that no daemon or job here
+    # needs (kernel modules, kexec, the kernel keyring, ...); Kubernetes leaves a
+    # privileged container (slurmd with constrainWithCgroups) unconfined regardless.
     return {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "terminationGracePeriodSeconds": termination_grace_seconds,
         **({"initContainers": init_containers} if init_containers else {}),
         "containers": containers,
