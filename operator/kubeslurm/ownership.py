@@ -71,17 +71,20 @@ NODE = Kind("v1", "Node", "nodes", namespaced=False)
 EVENT = Kind("v1", "Event", "events")
 STATEFUL_SET = Kind("apps/v1", "StatefulSet", "statefulsets")
 POD_DISRUPTION_BUDGET = Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
+NETWORK_POLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
 SLURM_CLUSTER = Kind("kubeslurm.io/v1alpha1", "SlurmCluster", "slurmclusters")
 NODE_SET_KIND = Kind("kubeslurm.io/v1alpha1", "NodeSet", "nodesets")
 
 # What render creates for a cluster, each owned (ownerReference) by the SlurmCluster or a NodeSet.
-OWNED_KINDS = (CONFIG_MAP, SECRET, SERVICE, PERSISTENT_VOLUME_CLAIM, STATEFUL_SET, POD_DISRUPTION_BUDGET)
+OWNED_KINDS = (
+    CONFIG_MAP, SECRET, SERVICE, PERSISTENT_VOLUME_CLAIM, STATEFUL_SET, POD_DISRUPTION_BUDGET, NETWORK_POLICY,
+)
 # The owned kinds listed by label to find drift and leftovers. Secrets are not listed:
 # reading every Secret would need `list secrets` everywhere; ours have fixed names and
 # are read one by one, and garbage collection removes them. Claims are never pruned
 # either: they hold slurmctld's job state and accounting data, which only the deletion
 # of the SlurmCluster may take away.
-LISTED_KINDS = (CONFIG_MAP, SERVICE, STATEFUL_SET, POD_DISRUPTION_BUDGET)
+LISTED_KINDS = (CONFIG_MAP, SERVICE, STATEFUL_SET, POD_DISRUPTION_BUDGET, NETWORK_POLICY)
 # Objects whose changes wake their cluster's reconcile (those labelled ours): what we
 # apply, and the pods whose state Slurm's nodes follow.
 WATCHED_KINDS = (*LISTED_KINDS, POD)
@@ -90,7 +93,7 @@ _BY_KIND = {
     k.kind: k
     for k in (
         CONFIG_MAP, SECRET, SERVICE, POD, PERSISTENT_VOLUME_CLAIM, NODE, EVENT, STATEFUL_SET,
-        POD_DISRUPTION_BUDGET, SLURM_CLUSTER, NODE_SET_KIND,
+        POD_DISRUPTION_BUDGET, NETWORK_POLICY, SLURM_CLUSTER, NODE_SET_KIND,
     )
 }
 

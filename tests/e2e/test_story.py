@@ -429,7 +429,7 @@ def test_every_submitted_job_completed(story):
 def test_deleting_the_cluster_removes_every_object(story):
     story.kube.run("delete", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--timeout=300s")
     story.kube.run("delete", "nodesets", "--all", "-n", NAMESPACE, "--timeout=300s")
-    kinds = "statefulsets,pods,services,configmaps,secrets,persistentvolumeclaims,poddisruptionbudgets"
+    kinds = "statefulsets,pods,services,configmaps,secrets,persistentvolumeclaims,poddisruptionbudgets,networkpolicies"
 
     def left():
         items = story.kube.get(kinds, "-n", NAMESPACE)["items"]

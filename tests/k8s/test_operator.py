@@ -276,7 +276,7 @@ def test_deleting_the_cluster_removes_everything(operator, control_plane, namesp
     cp.kubectl("delete", "slurmcluster", "research", "-n", namespace, "--wait=false")
 
     def leftovers():
-        kinds = "statefulsets,services,configmaps,secrets,poddisruptionbudgets,persistentvolumeclaims,pods,nodesets"
+        kinds = "statefulsets,services,configmaps,secrets,poddisruptionbudgets,networkpolicies,persistentvolumeclaims,pods,nodesets"
         names = cp.kubectl("get", kinds, "-n", namespace, "-o", "name").stdout.split()
         return [n for n in names if "kube-root-ca" not in n]
 

@@ -31,7 +31,7 @@ def test_render_prints_every_kubernetes_object_as_yaml(capsys):
         ("Service", "research-controller"), ("Service", "research-slurmctld-0"), ("Service", "research-slurmdbd"), ("Service", "research-database"), ("StatefulSet", "research-controller"),
         ("Service", "research-accounting"), ("StatefulSet", "research-accounting"),
         ("Service", "research-mariadb"), ("StatefulSet", "research-mariadb"),
-        ("PersistentVolumeClaim", "data-research-mariadb-0"),
+        ("PersistentVolumeClaim", "data-research-mariadb-0"), ("NetworkPolicy", "research-mariadb"),
         ("Service", "research-login"), ("StatefulSet", "research-login"),
         ("Service", "h100"), ("StatefulSet", "h100"), ("PodDisruptionBudget", "h100-running-jobs"),
         ("Service", "cpu"), ("StatefulSet", "cpu"), ("PodDisruptionBudget", "cpu-running-jobs"),

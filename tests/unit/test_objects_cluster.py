@@ -437,3 +437,20 @@ def test_every_pod_runs_under_the_runtime_s_default_seccomp_profile():
     assert len(templates) == 6
     for template in templates:
         assert template["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_only_slurmdbd_may_reach_the_database():
+    policy = find(everything(), "NetworkPolicy", "research-mariadb")
+    database = find(everything(), "StatefulSet", "research-mariadb")["spec"]["template"]["metadata"]["labels"]
+    slurmdbd = find(everything(), "StatefulSet", "research-accounting")["spec"]["template"]["metadata"]["labels"]
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert selected.items() <= database.items() and not selected.items() <= slurmdbd.items()
+    [rule] = policy["spec"]["ingress"]
+    [source] = rule["from"]
+    assert source["podSelector"]["matchLabels"].items() <= slurmdbd.items()
+    assert not source["podSelector"]["matchLabels"].items() <= database.items()
+    assert rule["ports"] == [{"protocol": "TCP", "port": 3306}]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # no internal database, no policy (the prune removes it with the StatefulSet)
+    external = set_path(CLUSTER, "spec.accounting.database", {"external": {"host": "db.example.org", "passwordSecretRef": {"name": "db"}}})
+    assert find(everything(external), "NetworkPolicy", "research-mariadb") is None

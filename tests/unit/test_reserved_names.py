@@ -22,7 +22,7 @@ from kubeslurm.render.name_collisions import cluster_derived_names, name_collisi
 from .manifests import contract_documents, load_with_uids, set_path
 
 CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
-NAMESPACED_KINDS = ("ConfigMap", "Secret", "Service", "PersistentVolumeClaim", "StatefulSet", "PodDisruptionBudget")
+NAMESPACED_KINDS = ("ConfigMap", "Secret", "Service", "PersistentVolumeClaim", "StatefulSet", "PodDisruptionBudget", "NetworkPolicy")
 EVERYTHING_ON = set_path(set_path(CLUSTER, "spec.controller.backup", True), "spec.login.replicas", 16)
 
 

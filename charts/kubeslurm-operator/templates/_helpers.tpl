@@ -66,6 +66,10 @@ order, as deploy/rbac.yaml (a test compares them), which says which code needs e
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch, delete]
+# the MariaDB NetworkPolicy: only slurmdbd may reach the database
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch, create, patch, delete]
 # Secrets: read one by one (the auth key, the generated DB password, an external DB password),
 # created once (key, password), slurmdbd.conf applied (create+patch). Never listed or watched,
 # never deleted (garbage collection removes them with their SlurmCluster)

@@ -20,7 +20,7 @@ from .controller_state_claim import controller_state_claim
 from .controller_statefulset import controller_stateful_set
 from .disruption_budgets import controller_disruption_budget, running_jobs_disruption_budget
 from .login_statefulset import login_stateful_set
-from .mariadb_statefulset import mariadb_data_claim, mariadb_stateful_set
+from .mariadb_statefulset import mariadb_data_claim, mariadb_network_policy, mariadb_stateful_set
 from .metadata import owner_reference, owned_by_cluster
 from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret
 from .services import (
@@ -123,7 +123,7 @@ def cluster_objects(
         if accounting.database.internal is not None:
             objects += [
                 mariadb_data_claim(cluster), mariadb_service(cluster), database_address_service(cluster),
-                mariadb_stateful_set(cluster),
+                mariadb_stateful_set(cluster), mariadb_network_policy(cluster),
             ]
     objects += [login_service(cluster), login_stateful_set(cluster, users=users)]
     return objects

@@ -111,3 +111,24 @@ def mariadb_data_claim(cluster: SlurmCluster) -> dict:
         "metadata": object_meta(naming.mariadb_data_claim(name), cluster, labels.object_labels(name, labels.DATABASE)),
         "spec": _data_claim_spec(cluster),
     }
+
+
+def mariadb_network_policy(cluster: SlurmCluster) -> dict:
+    """Only slurmdbd may reach the database: nothing else in the namespace (a job, a login
+    session, another tenant's pod) gets to try the password or an exploit on port 3306.
+    Enforced where the CNI implements NetworkPolicy (Calico, Cilium, ...); the local
+    cluster's bridge CNI does not, so there it is a statement of intent."""
+    name = cluster.metadata.name
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_meta(naming.mariadb_statefulset(name), cluster, labels.object_labels(name, labels.DATABASE)),
+        "spec": {
+            "podSelector": {"matchLabels": labels.selector_labels(name, labels.DATABASE)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{
+                "from": [{"podSelector": {"matchLabels": labels.selector_labels(name, labels.ACCOUNTING)}}],
+                "ports": [{"protocol": "TCP", "port": naming.MARIADB_PORT}],
+            }],
+        },
+    }

@@ -41,7 +41,7 @@ def cluster_derived_names(cluster: str) -> list[DerivedName]:
         DerivedName(naming.controller_state_claim(cluster), f"the controller state claim {of}"),
         DerivedName(naming.accounting_statefulset(cluster), f"the accounting StatefulSet and Service {of}"),
         DerivedName(naming.slurmdbd_address(cluster), f"the slurmdbd Service {of}"),
-        DerivedName(naming.mariadb_statefulset(cluster), f"the MariaDB StatefulSet and Service {of}"),
+        DerivedName(naming.mariadb_statefulset(cluster), f"the MariaDB StatefulSet, Service and NetworkPolicy {of}"),
         # Named by the StatefulSet's template (data-<statefulset>-0), not prefixed by the cluster;
         # a NodeSet makes no claims, so no NodeSet name can collide with it.
         DerivedName(naming.mariadb_data_claim(cluster), f"the MariaDB data claim {of}"),
