@@ -271,7 +271,8 @@ def test_login_sessions_run_apart_from_the_key_and_cannot_escalate():
     assert "/run/slurm" in {m["mountPath"] for m in sessions["volumeMounts"]}  # the socket and the configs
     assert sessions["securityContext"]["allowPrivilegeEscalation"] is False
     # sackd as SlurmUser: slurmctld's config push is signed for it
-    assert sackd["securityContext"] == {"runAsUser": 64030, "runAsGroup": 64030, "allowPrivilegeEscalation": False}
+    assert sackd["securityContext"] == {"runAsUser": 64030, "runAsGroup": 64030, "allowPrivilegeEscalation": False,
+                                        "capabilities": {"drop": ["ALL"]}}
     [init] = pod["spec"]["initContainers"]
     assert "chown slurm:slurm /run/slurm" in init["command"][-1]
 

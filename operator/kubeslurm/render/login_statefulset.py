@@ -58,7 +58,11 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers) -> 
         # sackd opens its reconfigure port (SlurmdPort) only after it fetched the
         # configs and loaded the key, i.e. once sbatch and squeue work here.
         "readinessProbe": pods.tcp_readiness(naming.SLURMD_PORT),
-        "securityContext": {"runAsUser": SLURM_UID, "runAsGroup": SLURM_UID, "allowPrivilegeEscalation": False},
+        # as SlurmUser it needs no capability at all
+        "securityContext": {
+            "runAsUser": SLURM_UID, "runAsGroup": SLURM_UID, "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [slurm_pod.slurm_etc_mount(), dict(run_dir)],
     }
     spec = pods.pod_spec(
