@@ -33,7 +33,6 @@ from kubeslurm.render import naming
 from kubeslurm.render.accounting_commands import accounting_commands
 from kubeslurm.render.config_files import render_config_files
 from kubeslurm.render.slurmd_node import slurmd_conf_line
-from kubeslurm.render.slurmd_statefulset import RELEASE_LOST_JOBS
 from tests.slurm import harness
 from tests.slurm.rendered_cluster import load, native_cluster, read_documents
 
@@ -472,31 +471,6 @@ def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
         print(env.c.run(env.ctld, f"scontrol -o show job {job}; scontrol -o show node cpu-0; date", check=False).stdout)
         raise
     print(f"requeued job {job} completed {time.monotonic() - marked:.1f} s after the DOWN (cred_expire hold, next scheduler pass, 20 s run)")
-
-
-def test_a_new_slurmd_pod_releases_the_jobs_its_predecessor_lost(env):
-    """The slurmd pod's release-lost-jobs init script, run as a new pod runs it (before its
-    slurmd starts) after the previous slurmd died without a word, with no operator involved:
-    the job is requeued instead of ended NODE_FAIL when the new slurmd registers."""
-    job = env.sbatch("-A vision -p cpu -w cpu-0 -o /dev/null --wrap 'sleep 20'")
-    env.wait_state(job, "RUNNING")
-    env.c.stop_host("cpu-0")
-    # Where the pod has them: the ConfigMap's slurm.conf in /etc/slurm-config, the key in /etc/slurm.
-    env.c.run(env.ctld, "mkdir -p /etc/slurm-config && cp /etc/slurm/slurm.conf /etc/slurm-config/")
-    out = env.c.run(env.ctld, ["/usr/bin/env", "POD_NAME=cpu-0", "/bin/sh", "-c", RELEASE_LOST_JOBS]).stdout
-    assert "cpu-0 marked DOWN" in out, out
-    assert env.c.run(env.ctld, "find /tmp -name slurm.key").stdout == ""  # the key's copy went with the script
-    env.wait_for(lambda: env.job_field(job, "Restarts") == "1", 15, f"job {job} requeued")
-    node = env.nodes()["cpu-0"]
-    assert "DOWN" in node.states and node.reason.startswith("kubeslurm: slurmd pod lost"), node
-
-    env.c.start_node("cpu-0")  # the new slurmd registers: ReturnToService=2 gives the node back
-    env.wait_for(lambda: env.nodes()["cpu-0"].base_state in ("IDLE", "ALLOCATED", "MIXED")
-                 and "DOWN" not in env.nodes()["cpu-0"].states, 60, "cpu-0 back in service")
-    env.wait_for(lambda: env.job_field(job, "JobState") == "COMPLETED", 200, f"requeued job {job} to complete")
-    # a second run finds nothing to release
-    again = env.c.run(env.ctld, ["/usr/bin/env", "POD_NAME=cpu-0", "/bin/sh", "-c", RELEASE_LOST_JOBS]).stdout
-    assert "DOWN" not in again, again
 
 
 # ---------------------------------------------------------------- 10. reconfigure

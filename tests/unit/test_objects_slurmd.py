@@ -104,29 +104,12 @@ def test_slurmd_pods_get_the_key_but_no_config_and_no_config_hash():
     assert set(template["metadata"]["annotations"]) == {"kubectl.kubernetes.io/default-container"}
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
     assert volumes["slurm-key"]["secret"]["secretName"] == "research-auth-key"
-    # slurmd is configless: only the release-lost-jobs init container reads slurm.conf (for scontrol)
-    config = [name for name, v in volumes.items() if "configMap" in v]
-    readers = [c["name"] for c in template["spec"]["initContainers"] + template["spec"]["containers"]
-               if any(m["name"] in config for m in c["volumeMounts"])]
-    assert readers == ["release-lost-jobs"], readers
+    assert not any("configMap" in v for v in volumes.values())
     mounts = {m["mountPath"] for m in container(template)["volumeMounts"]}
     assert mounts == {"/etc/slurm", "/var/spool/slurmd", "/run/slurm", "/dev/shm", "/etc/passwd", "/etc/group", "/home"}
     probe = container(template)["readinessProbe"]["exec"]["command"]
     assert probe == ["scontrol", "show", "slurmd"]
     assert "livenessProbe" not in container(template)
-
-
-def test_a_new_slurmd_pod_marks_its_node_down_before_registering_when_slurm_counts_jobs_on_it():
-    template = template_of()
-    init = [c["name"] for c in template["spec"]["initContainers"]]
-    assert init == ["install-config", "release-lost-jobs"]
-    release = template["spec"]["initContainers"][1]
-    script = release["command"][-1]
-    assert release["command"][:2] == ["/bin/sh", "-c"] and "$POD_NAME" in script
-    assert "State=DOWN" in script and "kubeslurm: slurmd pod lost" in script
-    assert 'rm -rf "$dir"' in script  # the key copy goes with the script
-    assert {m["mountPath"]: m.get("readOnly") for m in release["volumeMounts"]} == {"/etc/slurm": True, "/etc/slurm-config": True}
-    assert release["env"] == [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
 
 
 def test_running_jobs_budget_protects_only_busy_pods():
@@ -165,7 +148,7 @@ SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
         ({"spec": {"volumes": [{"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}}],
                    "containers": [{"name": "slurmd", "volumeMounts": [{"name": "datasets", "mountPath": "/datasets"}]}]}},
          lambda t: t["spec"]["volumes"][-1]["name"] == "datasets"
-         and len(t["spec"]["volumes"]) == 9
+         and len(t["spec"]["volumes"]) == 8
          and {"name": "datasets", "mountPath": "/datasets"} in container(t)["volumeMounts"]
          and len(container(t)["volumeMounts"]) == 8),
         ({"spec": {"containers": [{"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]}},

@@ -3,8 +3,6 @@
 Pod layout:
 - init `install-config`: copies only the key into /etc/slurm (slurm.conf comes from
   slurmctld: configless).
-- init `release-lost-jobs`: before this slurmd registers, tells Slurm about jobs that died
-  with the previous pod of this name (see RELEASE_LOST_JOBS).
 - `slurmd -D -Z -N <pod name> --conf-server <slurmctld...> --conf '<CPUs=... RealMemory=...>'`:
   a dynamic node that registers the pod's share of the machine, not the host's.
   It runs as root: it starts every job as the job's user.
@@ -25,7 +23,6 @@ from copy import deepcopy
 from ..api import NodeSet, SlurmCluster
 from . import labels, naming, pods, slurm_pod
 from .pod_template_merge import merge_pod_template
-from .secrets import AUTH_KEY_FILE
 from .slurmd_node import slurmd_conf_line
 from .stateful_set import stateful_set
 
@@ -44,40 +41,6 @@ PRE_STOP = (
     'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN '
     'Reason="kubeslurm: pod terminating" || true'
 )
-
-RELEASE_LOST_JOBS_CONTAINER = "release-lost-jobs"
-# A new slurmd pod runs no job, whatever Slurm believes. If the previous pod died without
-# its preStop hook (its Kubernetes node lost), Slurm still counts jobs on this node, and
-# when the new slurmd registers without them slurmctld ends them NODE_FAIL instead of
-# requeueing them: the new pod shares the host's kernel, so slurmd reports the old boot
-# time and Slurm sees no reboot. Marking the node DOWN before slurmd registers requeues
-# them (ReturnToService=2 returns the node at registration). This works when the operator,
-# or slurmctld, was lost with the node too; the operator's own check (reconcile/lost_slurmd)
-# acts sooner when it is up. scontrol needs slurm.conf and the key side by side (auth/slurm
-# looks for slurm.key beside slurm.conf), so both are copied into a private directory that
-# the script removes; /etc/slurm stays without slurm.conf (slurmd is configless).
-RELEASE_LOST_JOBS = r"""set -u
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-cp {config}/slurm.conf "$dir/slurm.conf"
-install -m 0600 {etc}/{key} "$dir/{key}"
-export SLURM_CONF="$dir/slurm.conf"
-waited=0
-until scontrol ping >/dev/null 2>&1; do
-  if [ "$waited" -ge 300 ]; then echo "slurmctld does not answer: slurmd will wait for it"; exit 0; fi
-  sleep 2; waited=$((waited + 2))
-done
-line=$(scontrol --oneliner show node "$POD_NAME" 2>/dev/null) || exit 0
-state=$(printf '%s\n' "$line" | sed -n 's/.* State=\([^ ]*\).*/\1/p')
-case "$state" in
-  *DOWN*) ;;
-  *ALLOCATED*|*MIXED*|*COMPLETING*)
-    scontrol update NodeName="$POD_NAME" State=DOWN \
-      Reason="kubeslurm: slurmd pod lost: $POD_NAME started anew while Slurm counted jobs on it"
-    echo "$POD_NAME marked DOWN: its jobs died with the previous pod and are requeued";;
-esac
-""".format(config=slurm_pod.CONFIG_MOUNT, etc=slurm_pod.SLURM_ETC, key=AUTH_KEY_FILE)
-
 
 # `scontrol show slurmd` is an authenticated RPC to this pod's slurmd: it passes once
 # slurmd has fetched its config (scontrol reads it from /run/slurm/conf) and answers
@@ -137,22 +100,6 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     }
 
 
-def _release_lost_jobs_container(cluster: SlurmCluster) -> dict:
-    return {
-        "name": RELEASE_LOST_JOBS_CONTAINER,
-        **slurm_pod.image_fields(cluster),
-        "command": ["/bin/sh", "-c", RELEASE_LOST_JOBS],
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        # root: scontrol update is an admin's request, authenticated by the key
-        "securityContext": {"runAsUser": 0},
-        "resources": {"requests": dict(slurm_pod.INIT_RESOURCES), "limits": dict(slurm_pod.INIT_RESOURCES)},
-        "volumeMounts": [
-            slurm_pod.slurm_etc_mount(),
-            {"name": slurm_pod.CONFIG_VOLUME, "mountPath": slurm_pod.CONFIG_MOUNT, "readOnly": True},
-        ],
-    }
-
-
 def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers) -> dict:
     """Our template with spec.podTemplate merged over it; the operator's labels always win.
 
@@ -163,15 +110,11 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
     spec = node_set.spec
     pod_labels = labels.object_labels(cluster.metadata.name, labels.SLURMD, node_set.metadata.name)
     pod_spec = pods.pod_spec(
-        init_containers=[
-            slurm_pod.install_config_container(cluster, config_mode=None, users=users),
-            _release_lost_jobs_container(cluster),
-        ],
+        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None, users=users)],
         containers=[_slurmd_container(cluster, node_set)],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
             slurm_pod.key_volume(cluster),
-            slurm_pod.config_map_volume(naming.config_map(cluster.metadata.name)),
             pods.empty_dir(SPOOL_VOLUME),
             pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
             pods.empty_dir(SHM_VOLUME, medium="Memory"),
