@@ -3,7 +3,7 @@
 import pytest
 
 from kubeslurm.reconcile.lost_slurmd import lost_slurmd_actions
-from kubeslurm.reconcile.slurm_control import SlurmJob, SlurmNode, parse_job_line
+from kubeslurm.reconcile.slurm_control import SlurmCommandError, SlurmJob, SlurmNode, parse_job_line
 from kubeslurm.reconcile.slurm_hostlist import expand
 
 T0 = 1_780_000_000  # a job's start, epoch seconds
@@ -105,3 +105,8 @@ def test_squeue_lines_parse_with_epoch_start_times():
     assert parse_job_line("12|RUNNING|1780000000|cpu-[0-1]") == SlurmJob("12", "RUNNING", 1780000000, ("cpu-0", "cpu-1"))
     assert parse_job_line("13|PENDING|N/A|") == SlurmJob("13", "PENDING", None, ())
     assert parse_job_line("13_[1-3]|PENDING|1780000100|").holds_nodes is False
+
+
+def test_output_that_is_not_squeue_s_is_a_command_error_not_a_crash():
+    with pytest.raises(SlurmCommandError, match="unexpected squeue line"):
+        parse_job_line('unable to upgrade connection: container not found ("slurmctld")')

@@ -87,7 +87,10 @@ class SlurmJob:
 
 def parse_job_line(line: str) -> SlurmJob:
     """One line of `squeue --format=%i|%T|%S|%N` with SLURM_TIME_FORMAT=%s (start as epoch seconds)."""
-    job, state, start, hosts = line.strip().split("|", 3)
+    fields = line.strip().split("|", 3)
+    if len(fields) != 4:  # e.g. an exec error printed in place of squeue's output
+        raise SlurmCommandError(f"unexpected squeue line: {line.strip()[:200]!r}")
+    job, state, start, hosts = fields
     return SlurmJob(job, state, int(start) if start.isdigit() else None, tuple(expand(hosts)) if hosts else ())
 
 
