@@ -25,10 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from kubeslurm.api import parse_object
 from kubeslurm.reconcile.lost_slurmd import lost_slurmd_actions
+from kubeslurm.reconcile.run_state import Run
 from kubeslurm.reconcile.scale_down import plan_scale
 from kubeslurm.reconcile.slurm_control import SlurmControl
 from kubeslurm.reconcile.slurm_hostlist import expand
+from kubeslurm.reconcile.slurm_sync import _apply_accounts, accounts_hash
 from kubeslurm.render import naming
 from kubeslurm.render.accounting_commands import accounting_commands
 from kubeslurm.render.config_files import render_config_files
@@ -294,6 +297,70 @@ def test_no_job_runs_as_root_or_as_another_user(env):
     as_bob = env.sh("sbatch -A nlp -p cpu --uid=bob --wrap true", check=False)
     assert as_bob.returncode != 0, as_bob.stdout
     assert "--uid only permitted by root" in as_bob.stderr, as_bob.stderr
+
+
+class _Events:
+    def __init__(self):
+        self.seen = []
+
+    def normal(self, obj, reason, message):
+        self.seen.append((reason, message))
+
+    warning = normal
+
+
+def _sync_accounts(env, accounts: list[dict], status: dict):
+    """The operator's own accounts step (slurm_sync._apply_accounts) for spec.accounts = ACCOUNTS,
+    run through SlurmControl against this cluster; returns (the status it leaves, the run, events)."""
+    document = env.model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    document["spec"]["accounts"] = accounts
+    model = parse_object(document)
+    run = Run(raw={"metadata": document["metadata"], "status": status}, cluster=model, slurm=env.ctl)
+    events = _Events()
+    _apply_accounts(events, run, status)
+    after = {"appliedAccountsHash": accounts_hash(model),
+             "appliedAccounts": [{"name": a, "users": u} for a, u in run.applied_accounts.items()]}
+    return after, run, events
+
+
+def test_a_user_removed_from_the_spec_loses_its_association_once_its_jobs_end(env):
+    """carol gets accounts from the spec, then leaves it while a job of hers runs: her
+    associations go only after the job ended (the job is never touched), then Slurm refuses
+    her jobs; the account only she had goes too; her job records stay in sacct."""
+    spec = [a.model_dump(by_alias=True, exclude_none=True, mode="json") for a in env.model.spec.accounts]
+    status = {"appliedAccountsHash": accounts_hash(env.model),
+              "appliedAccounts": [{"name": a["name"], "users": a.get("users", [])} for a in spec]}
+    with_carol = [{**a, "users": [*a.get("users", []), "carol"]} if a["name"] == "vision" else a for a in spec]
+    with_carol.append({"name": "interns", "users": ["carol"]})
+    status, _, _ = _sync_accounts(env, with_carol, status)
+    assert {"name": "interns", "users": ["carol"]} in status["appliedAccounts"]
+    job = env.sbatch("-A interns -p cpu -o /dev/null --wrap 'sleep 8'", user="carol")
+    env.wait_state(job, "RUNNING")
+
+    status, run, _ = _sync_accounts(env, spec, status)  # carol and interns leave the spec
+    assert env.job_field(job, "JobState") == "RUNNING"
+    assert {"name": "interns", "users": ["carol"]} in status["appliedAccounts"], status
+    assert any("carol" in waiting for waiting in run.progressing), run.progressing
+
+    assert env.c.wait_job(job, 60) == "COMPLETED"
+    status, run, events = _sync_accounts(env, spec, status)
+    assert run.progressing == []
+    assert status["appliedAccounts"] == [{"name": a["name"], "users": a.get("users", [])} for a in spec]
+    assert [reason for reason, _ in events.seen] == ["AssociationsRemoved"], events.seen
+    assoc = env.c.run(env.ctld, f"sacctmgr -n -P show assoc where cluster={CLUSTER} format=Account,User").stdout.split()
+    assert not [line for line in assoc if line.endswith("|carol") or line.startswith("interns|")], assoc
+    assert "vision|alice" in assoc and "nlp|bob" in assoc, assoc
+    refused = env.sh("sbatch -p cpu --wrap true", user="carol", check=False)
+    assert refused.returncode != 0 and "Invalid account" in refused.stderr, refused.stderr
+    assert env.sacct(job, "User,Account,State") == "carol|interns|COMPLETED"
+
+    # Nothing changed: the step runs no sacctmgr at all.
+    calls = []
+    quiet = SlurmControl(lambda argv, timeout=60: calls.append(argv) or env.run_in_controller(argv, timeout))
+    document = env.model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    run = Run(raw={"metadata": document["metadata"], "status": status}, cluster=env.model, slurm=quiet)
+    _apply_accounts(_Events(), run, status)
+    assert calls == []
 
 
 # ---------------------------------------------------------------- 6. scheduling options

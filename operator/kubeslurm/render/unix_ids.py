@@ -91,7 +91,7 @@ def check_assignment(assigned: Mapping[str, int]) -> None:
         if not FIRST_UID <= uid <= LAST_UID:
             raise UnixIdsError(
                 f"{STATUS_FIELD}.{name}: uid {uid} is outside {FIRST_UID}-{LAST_UID}; "
-                "restore the value the operator recorded (the owner of /home/" + name + " in a Slurm pod)"
+                f"restore the value the operator recorded (the owner of /home/{name} in a Slurm pod)"
             )
         if uid in holder:
             raise UnixIdsError(
