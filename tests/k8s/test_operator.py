@@ -6,6 +6,7 @@ which is what the operator must handle gracefully (Ready=False, SlurmNotAnswerin
 
 import base64
 import json
+import re
 import time
 
 import pytest
@@ -399,6 +400,47 @@ def test_an_object_someone_else_made_under_our_name_is_not_taken_over(operator, 
     assert "ConfigMap" in degraded["message"] and "research-slurm-config" in degraded["message"], degraded
     assert get(cp, "configmap", "research-slurm-config", namespace)["data"] == planted["data"]
     assert get(cp, "statefulset", "research-controller", namespace) is None  # nothing applied after the refusal
+
+
+def test_uids_are_recorded_in_status_and_kept_across_adds_and_removes(operator, control_plane, namespace):
+    """status.unixIds: a user keeps its uid for good, a newcomer whose name's uid is taken gets the
+    next free one, a removed user's uid goes to nobody; every Slurm pod template uses the table."""
+    cp = control_plane
+    docs = documents_in(namespace)
+    docs[0]["spec"]["accounts"] = [{"name": "vision", "users": ["alice", "zoe"]}, {"name": "nlp", "users": ["bob"]}]
+    apply_example(cp, namespace, docs)
+    wait_for_objects(cp, namespace)
+
+    def unix_ids():
+        return (get(cp, "slurmcluster", "research", namespace).get("status") or {}).get("unixIds") or {}
+
+    def uids_in_pods(statefulset):
+        script = get(cp, "statefulset", statefulset, namespace)["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
+        return {m.group(1): int(m.group(2)) for m in re.finditer(r"echo '([a-z0-9_-]+):x:(\d+):", script)}
+
+    first = eventually(lambda: len(unix_ids()) == 3 and unix_ids(), what="status.unixIds of alice, bob, zoe")
+    for statefulset in ("h100", "research-controller", "research-login"):
+        eventually(lambda: uids_in_pods(statefulset) == first, what=f"{statefulset} pods with the recorded uids")
+
+    # a3219's name hashes to zoe's uid; bob leaves the spec
+    accounts = [{"name": "vision", "users": ["alice", "zoe", "a3219"]}, {"name": "nlp", "users": []}]
+    cp.kubectl("patch", "slurmcluster", "research", "-n", namespace, "--type=merge", "-p",
+               json.dumps({"spec": {"accounts": accounts}}))
+    second = eventually(lambda: "a3219" in unix_ids() and unix_ids(), what="a3219 recorded")
+    assert second == {**first, "a3219": first["zoe"] + 1}, second  # zoe and bob keep theirs
+    without_bob = {name: uid for name, uid in second.items() if name != "bob"}
+    eventually(lambda: uids_in_pods("h100") == without_bob, what="h100 pods with a3219 and without bob")
+
+    # A hand-edited table giving two users one uid stops the reconcile, naming the field; nothing is re-rendered.
+    cp.kubectl("patch", "slurmcluster", "research", "-n", namespace, "--subresource=status", "--type=merge", "-p",
+               json.dumps({"status": {"unixIds": {"a3219": first["zoe"]}}}))
+    degraded = eventually(
+        lambda: (c := condition(get(cp, "slurmcluster", "research", namespace), "Degraded")) and c["status"] == "True" and c,
+        what="Degraded after the edit",
+    )
+    assert degraded["reason"] == "RecordUnixIdsFailed", degraded
+    assert "status.unixIds: 'a3219' and 'zoe' both have uid" in degraded["message"], degraded
+    assert uids_in_pods("h100") == without_bob
 
 
 def degraded_with(cp, namespace, reason):
