@@ -406,6 +406,7 @@ def test_moving_the_database_outside_and_back_keeps_the_accounting_history(story
         out = story.sh(f"sacct -a -n -X -P -S {story.started} -o JobID", check=False)
         return before <= set(out.split()), out[-200:]
     wait_for(history_back, 420, "sacct with every job from before, from the same database")
+    kube.run("delete", "secret", "site-db", "-n", NAMESPACE)  # the site's own Secret: the operator never owns it
 
 
 # -- the count: every submitted job COMPLETED ---------------------------------------
