@@ -32,7 +32,7 @@ from .kube_api import KubeApi
 from .record_unix_ids import record_unix_ids
 from .run_state import NodeSetState, Run, StepFailed
 from .scale_down import plan_scale
-from .slurm_control import SlurmCommandError, SlurmControl
+from .slurm_control import SlurmCommandError, SlurmControl, jobs_holding
 from .slurm_sync import sync_slurm
 from .status import write_status
 
@@ -231,12 +231,7 @@ def _jobs_on(run: Run, nodes: list[str]) -> dict[str, list[str]] | None:
     """Node -> ids of the jobs that hold it, from the run's one squeue; None while Slurm does not answer."""
     if run.slurm_jobs is None:
         return None
-    holding: dict[str, list[str]] = {node: [] for node in nodes}
-    for job in run.slurm_jobs:
-        for node in job.nodes if job.holds_nodes else ():
-            if node in holding:
-                holding[node].append(job.id)
-    return holding
+    return {node: [job.id for job in held] for node, held in jobs_holding(run.slurm_jobs, nodes).items()}
 
 
 def _placements(run: Run) -> dict[str, dict[str, str]]:

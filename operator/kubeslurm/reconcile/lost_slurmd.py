@@ -31,7 +31,7 @@ scheduler's next pass (sched_interval, 60 s).
 from datetime import datetime
 
 from .slurm_access import pod_ready
-from .slurm_control import OPERATOR_REASON_PREFIX, SlurmJob, SlurmNode
+from .slurm_control import OPERATOR_REASON_PREFIX, SlurmJob, SlurmNode, jobs_holding
 
 LOST_REASON = "slurmd pod lost"
 
@@ -70,10 +70,7 @@ def lost_slurmd_actions(
     if not pods or not k8s_nodes:
         return {}, []
     by_pod = {pod["metadata"]["name"]: pod for pod in pods}
-    jobs_by_node: dict[str, list[SlurmJob]] = {}
-    for job in jobs:
-        for node in job.nodes if job.holds_nodes else ():
-            jobs_by_node.setdefault(node, []).append(job)
+    jobs_by_node = jobs_holding(jobs)
     down: dict[str, str] = {}
     resume: list[str] = []
     for name, slurm in sorted(slurm_nodes.items()):

@@ -136,17 +136,9 @@ class SlurmControl:
 
     def jobs_on(self, node_names: list[str]) -> dict[str, list[str]]:
         """Node -> ids of jobs that still hold it. Empty lists mean safe to remove."""
-        holding: dict[str, list[str]] = {name: [] for name in node_names}
         if not node_names:
-            return holding
-        out = self._ok(["squeue", "--noheader", f"--states={HOLDING_STATES}", "--format=%i %N"])
-        wanted = set(node_names)
-        for line in out.splitlines():
-            job, _, hosts = line.strip().partition(" ")
-            for host in self.expand_hostlist(hosts) if hosts else []:
-                if host in wanted:
-                    holding[host].append(job)
-        return holding
+            return {}
+        return {node: [job.id for job in held] for node, held in jobs_holding(self.jobs(), node_names).items()}
 
     def expand_hostlist(self, hostlist: str) -> list[str]:
         if "[" not in hostlist:
@@ -245,6 +237,17 @@ def parse_associations(assoc: str, users: str) -> SlurmAssociations:
         sub_accounts={p: frozenset(c) for p, c in children.items()},
         default_accounts=defaults,
     )
+
+
+def jobs_holding(jobs: list[SlurmJob], nodes: list[str] | None = None) -> dict[str, list[SlurmJob]]:
+    """Node -> the jobs that still hold it (running, completing, ...); every node of `nodes` is
+    a key, with an empty list when nothing holds it; without `nodes`, only the held ones."""
+    holding: dict[str, list[SlurmJob]] = {node: [] for node in nodes or ()}
+    for job in jobs:
+        for node in job.nodes if job.holds_nodes else ():
+            if nodes is None or node in holding:
+                holding.setdefault(node, []).append(job)
+    return holding
 
 
 def job_counts(jobs: list[SlurmJob]) -> tuple[int, int]:
