@@ -23,7 +23,7 @@ from ..render import naming
 from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects
 from ..render.config_hash import config_hash_key
 from ..render.errors import RenderError
-from ..render.name_collisions import name_collisions
+from ..render.name_collisions import name_collisions, object_label
 from ..render.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
@@ -124,16 +124,16 @@ class ClusterReconciler:
             older = [m for created, m in neighbours if created < _created(raw)]
             if len(older) not in found:
                 found[len(older)] = name_collisions(cluster, run.models, older)
-            label = f"{model.KIND} {model.metadata.namespace}/{model.metadata.name}"
+            label = object_label(model)
             for error in found[len(older)]:
                 if error.obj == label:
                     errors.setdefault(label, f"{error.field}: {error.message}")
-        cluster_label = f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name}"
+        cluster_label = object_label(cluster)
         if cluster_label in errors:
             raise StepFailed("LoadSpec", "NameCollision", f"{cluster_label}: {errors[cluster_label]}")
         for state in run.node_sets:
-            label = f"NodeSet {state.raw['metadata']['namespace']}/{state.raw['metadata']['name']}"
-            if state.model is not None and label in errors:
+            label = state.model and object_label(state.model)
+            if label in errors:
                 state.model, state.error = None, f"{label}: {errors[label]}"
 
     def ensure_secrets(self, run: Run) -> None:

@@ -76,7 +76,8 @@ def node_set_derived_names(node_set: NodeSet) -> list[DerivedName]:
     ]
 
 
-def _object(obj: SlurmCluster | NodeSet) -> str:
+def object_label(obj: SlurmCluster | NodeSet) -> str:
+    """How an error names the object (RenderError.obj): `NodeSet hpc/h100`."""
     return f"{obj.KIND} {obj.metadata.namespace}/{obj.metadata.name}"
 
 
@@ -122,9 +123,9 @@ def name_collisions(
             if holder is not None and holder[0] is not obj:
                 owner, theirs = holder
                 errors.append(RenderError(
-                    _object(obj), "metadata.name",
+                    object_label(obj), "metadata.name",
                     f"{derived.what} would be named {derived.name!r}, which is {theirs.what} "
-                    f"({_object(owner)}); choose another name",
+                    f"({object_label(owner)}); choose another name",
                 ))
                 break
         for derived in names:
@@ -135,7 +136,7 @@ def name_collisions(
         for index, feature in enumerate(node_set.spec.features):
             if feature in names_of_node_sets and feature != node_set.metadata.name:
                 errors.append(RenderError(
-                    _object(node_set), f"spec.features[{index}]",
+                    object_label(node_set), f"spec.features[{index}]",
                     f"{feature!r} is the name of NodeSet {feature}: slurm.conf's NodeSet={feature} Feature={feature} "
                     f"would put these nodes in {feature}'s partitions; remove it or rename the feature",
                 ))
