@@ -27,7 +27,8 @@ ACCOUNTING = "accounting"
 DATABASE = "database"
 LOGIN = "login"
 SLURMD = "slurmd"
-COMPONENTS = (CONTROLLER, ACCOUNTING, DATABASE, LOGIN, SLURMD)
+STORAGE = "storage"  # the shared file systems' claims (spec.storage)
+COMPONENTS = (CONTROLLER, ACCOUNTING, DATABASE, LOGIN, SLURMD, STORAGE)
 
 
 def cluster_selector(cluster: str, component: str | None = None) -> str:

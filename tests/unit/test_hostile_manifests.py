@@ -68,6 +68,17 @@ EXTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database", EXTERNAL_DATABA
 INTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database.internal",
                             {"size": "2Gi", "storageClassName": "fast", "image": "example.org/mariadb:11"})
 BLOCK_CLUSTER = set_path(CLUSTER, "spec.topology", BLOCK)
+SITE_STORAGE = {  # every source of spec.storage, as a site with its own claims and NFS writes them
+    "home": {"mountPath": "/users", "newClaim": {"size": "100Gi", "storageClassName": "shared"}},
+    "volumes": [
+        {"name": "datasets", "mountPath": "/datasets", "readOnly": True, "existingClaim": {"name": "datasets"}},
+        {"name": "scratch", "mountPath": "/scratch", "newClaim": {"size": "1Ti", "storageClassName": "fast"}},
+        {"name": "software", "mountPath": "/opt/software", "nfs": {"server": "nfs.example.org", "path": "/export/sw"}},
+    ],
+}
+STORAGE_CLUSTER = set_path(CLUSTER, "spec.storage", SITE_STORAGE)
+NFS_HOME_CLUSTER = set_path(CLUSTER, "spec.storage", {"home": {"nfs": {"server": "10.0.0.5", "path": "/export/home"}}})
+CLAIM_HOME_CLUSTER = set_path(CLUSTER, "spec.storage", {"home": {"existingClaim": {"name": "homes"}}})
 FULL_GPU = set_path(set_path(GPU_NODES, "spec.podTemplate", POD_TEMPLATE), "spec.nodeSelector", {"example.com/gpu": "h100"})
 
 # (documents, path to poison, base value, field path the error must name)
@@ -94,6 +105,23 @@ STRING_FIELDS = [
      "spec.accounting.database.external.passwordSecretRef.name"),
     ("db-secret-key", [EXTERNAL_CLUSTER], "spec.accounting.database.external.passwordSecretRef.key", "pw",
      "spec.accounting.database.external.passwordSecretRef.key"),
+    ("home-path", [STORAGE_CLUSTER], "spec.storage.home.mountPath", "/users", "spec.storage.home.mountPath"),
+    ("home-size", [STORAGE_CLUSTER], "spec.storage.home.newClaim.size", "100Gi", "spec.storage.home.newClaim.size"),
+    ("home-class", [STORAGE_CLUSTER], "spec.storage.home.newClaim.storageClassName", "shared",
+     "spec.storage.home.newClaim.storageClassName"),
+    ("home-nfs-server", [NFS_HOME_CLUSTER], "spec.storage.home.nfs.server", "10.0.0.5", "spec.storage.home.nfs.server"),
+    ("home-nfs-path", [NFS_HOME_CLUSTER], "spec.storage.home.nfs.path", "/export/home", "spec.storage.home.nfs.path"),
+    ("home-claim", [CLAIM_HOME_CLUSTER], "spec.storage.home.existingClaim.name", "homes", "spec.storage.home.existingClaim.name"),
+    ("volume-name", [STORAGE_CLUSTER], "spec.storage.volumes.0.name", "datasets", "spec.storage.volumes[0].name"),
+    ("volume-path", [STORAGE_CLUSTER], "spec.storage.volumes.0.mountPath", "/datasets", "spec.storage.volumes[0].mountPath"),
+    ("volume-claim", [STORAGE_CLUSTER], "spec.storage.volumes.0.existingClaim.name", "datasets",
+     "spec.storage.volumes[0].existingClaim.name"),
+    ("volume-size", [STORAGE_CLUSTER], "spec.storage.volumes.1.newClaim.size", "1Ti", "spec.storage.volumes[1].newClaim.size"),
+    ("volume-class", [STORAGE_CLUSTER], "spec.storage.volumes.1.newClaim.storageClassName", "fast",
+     "spec.storage.volumes[1].newClaim.storageClassName"),
+    ("volume-nfs-server", [STORAGE_CLUSTER], "spec.storage.volumes.2.nfs.server", "nfs.example.org",
+     "spec.storage.volumes[2].nfs.server"),
+    ("volume-nfs-path", [STORAGE_CLUSTER], "spec.storage.volumes.2.nfs.path", "/export/sw", "spec.storage.volumes[2].nfs.path"),
     ("half-life", [FULL_CLUSTER], "spec.scheduling.fairShare.decayHalfLife", "7-0", "spec.scheduling.fairShare.decayHalfLife"),
     ("preemption", [FULL_CLUSTER], "spec.scheduling.preemption", "off", "spec.scheduling.preemption"),
     ("account", [FULL_CLUSTER], "spec.accounts.0.name", "vision", "spec.accounts[0].name"),

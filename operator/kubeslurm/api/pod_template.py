@@ -44,6 +44,8 @@ from .names import (
     RESOURCE_NAME_PATTERN,
     SECRET_KEY_PATTERN,
 )
+from .mount_paths import mount_path_problem as mount_path_problem_among
+from .mount_paths import mount_path_rule
 from .quantity import QUANTITY_PATTERN
 
 SLURMD_CONTAINER = "slurmd"
@@ -56,6 +58,12 @@ RESERVED_MOUNT_PATHS = (
     "/dev/shm", "/etc/passwd", "/etc/group", "/etc/kubeslurm-users", "/home", "/proc", "/sys",
 )
 RESERVED_VOLUME_NAMES = ("slurm-etc", "slurm-key", "slurm-config", "spool", "slurm-run", "shm", "unix-users", "home")
+# The pod volumes of the SlurmCluster's spec.storage.volumes are shared-<name>.
+RESERVED_VOLUME_PREFIX = "shared-"
+_VOLUME_NAME_REFUSAL = (
+    f"the operator's slurmd pod uses the volume names {', '.join(RESERVED_VOLUME_NAMES)} and {RESERVED_VOLUME_PREFIX}* "
+    "(the cluster's spec.storage.volumes): choose another"
+)
 # POD_NAME is slurmd's node name; SLURM*-variables change where slurmd and scontrol read their config.
 RESERVED_ENV_NAMES = ("POD_NAME",)
 RESERVED_ENV_PREFIX = "SLURM"
@@ -223,12 +231,12 @@ class Volume(PodTemplatePart):
     name: str = Field(
         max_length=63,
         pattern=DNS_LABEL_PATTERN,
-        description=f"Not one of the operator's volume names ({', '.join(RESERVED_VOLUME_NAMES)}).",
+        description=f"Not one of the operator's volume names ({', '.join(RESERVED_VOLUME_NAMES)}, {RESERVED_VOLUME_PREFIX}*).",
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": f"!(self in {list(RESERVED_VOLUME_NAMES)})",
-                    "message": f"the operator's slurmd pod uses the volume names {', '.join(RESERVED_VOLUME_NAMES)}: choose another",
+                    "rule": f"!(self in {list(RESERVED_VOLUME_NAMES)}) && !self.startsWith('{RESERVED_VOLUME_PREFIX}')",
+                    "message": _VOLUME_NAME_REFUSAL,
                 }
             ]
         },
@@ -245,8 +253,8 @@ class Volume(PodTemplatePart):
     @field_validator("name")
     @classmethod
     def _not_ours(cls, name: str) -> str:
-        if name in RESERVED_VOLUME_NAMES:
-            raise ValueError(f"the operator's slurmd pod uses the volume names {', '.join(RESERVED_VOLUME_NAMES)}: choose another")
+        if name in RESERVED_VOLUME_NAMES or name.startswith(RESERVED_VOLUME_PREFIX):
+            raise ValueError(_VOLUME_NAME_REFUSAL)
         return name
 
     @model_validator(mode="after")
@@ -262,20 +270,11 @@ def _snake(name: str) -> str:
 
 
 def mount_path_problem(path: str) -> str | None:
-    """Why a mount path would hide what slurmd needs, or None."""
-    for reserved in RESERVED_MOUNT_PATHS:
-        if path == reserved or path.startswith(reserved + "/"):
-            return f"{path} is {'' if path == reserved else 'under '}{reserved}, which the operator mounts for slurmd"
-        if reserved.startswith(path + "/") or path == "/":
-            return f"{path} would hide {reserved}, which the operator mounts for slurmd"
-    return None
+    """Why a podTemplate mount path would hide what slurmd needs, or None."""
+    return mount_path_problem_among(path, RESERVED_MOUNT_PATHS, "the operator mounts for slurmd")
 
 
-_ANCESTORS = sorted({"/".join(p.split("/")[:i]) or "/" for p in RESERVED_MOUNT_PATHS for i in range(1, p.count("/") + 1)})
-_MOUNT_PATH_RULE = (
-    f"!(self in {list(RESERVED_MOUNT_PATHS + tuple(_ANCESTORS))})"
-    f" && !{list(RESERVED_MOUNT_PATHS)}.exists(p, self.startsWith(p + '/'))"
-)
+_MOUNT_PATH_RULE = mount_path_rule(RESERVED_MOUNT_PATHS)
 
 
 class VolumeMount(PodTemplatePart):

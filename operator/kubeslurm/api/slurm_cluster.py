@@ -32,6 +32,7 @@ from .names import (
 )
 from .quantity import QUANTITY_PATTERN
 from .slurm_time import SLURM_DURATION_PATTERN
+from .storage import StorageSpec
 
 DEFAULT_SLURM_IMAGE = "localhost/kubeslurm/slurm:24.11"
 DEFAULT_MARIADB_IMAGE = "localhost/kubeslurm/mariadb:11"
@@ -298,6 +299,10 @@ class SlurmClusterSpec(KubeModel):
     controller: ControllerSpec = Field(default_factory=ControllerSpec, description="slurmctld: its state volume and an optional backup.")
     accounting: AccountingSpec = Field(default_factory=AccountingSpec, description="slurmdbd and its database (sacct, sshare, fair-share, limits).")
     login: LoginSpec = Field(default_factory=LoginSpec, description="Login pods where users run sbatch, srun, squeue, sacct.")
+    storage: StorageSpec = Field(
+        default_factory=StorageSpec,
+        description="Shared file systems (homes, datasets, scratch) mounted at the same path in every login and slurmd pod.",
+    )
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Backfill, fair-share and preemption.")
     accounts: list[Account] = Field(default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}, description="Slurm accounts, their shares, users and limits.")
     partitions: list[Partition] = Field(

@@ -25,7 +25,8 @@ def apply_desired(api: KubeApi, run: Run) -> None:
         if key not in run.live:  # not listed (a kind we do not list, or not labelled ours): look
             run.live[key] = api.get(kind, namespace, obj["metadata"]["name"])
         current = run.live.get(key)
-        if current is not None and obj["kind"] != "NodeSet":  # the spec names its NodeSets: ours to own
+        if current is not None and obj["kind"] != "NodeSet" and not _kept_by_us(current, obj):
+            # (the spec names its NodeSets: ours to own)
             _refuse_foreign(current, key, namespace, ours)
         if current is not None and contains(current, obj):
             continue
@@ -36,6 +37,19 @@ def _our_uids(run: Run) -> set[str]:
     """The cluster, its NodeSets and what they made: owners an object of ours may have."""
     uids = {run.raw["metadata"]["uid"]} | {s.raw["metadata"]["uid"] for s in run.node_sets}
     return uids | {obj["metadata"]["uid"] for obj in run.live.values() if obj is not None}
+
+
+def _kept_by_us(current: dict, desired: dict) -> bool:
+    """A claim kept on delete (render/shared_storage.py) has no owner by design, so that it
+    outlives its SlurmCluster: a new cluster of the same name takes it back when it carries
+    that cluster's labels and still has no owner (someone else's object would have one), also
+    to own it from now on when keepOnDelete was turned off."""
+    if desired["kind"] != "PersistentVolumeClaim":
+        return False
+    if current["metadata"].get("ownerReferences"):
+        return False
+    live_labels = current["metadata"].get("labels") or {}
+    return all(live_labels.get(key) == value for key, value in desired["metadata"]["labels"].items())
 
 
 def _refuse_foreign(current: dict, key: tuple[str, str], namespace: str, ours: set[str]) -> None:

@@ -35,6 +35,7 @@ from .scale_down import plan_scale
 from .slurm_control import SlurmCommandError, SlurmControl, jobs_holding
 from .slurm_sync import sync_slurm
 from .status import write_status
+from .storage_check import claim_problems, named_claims, node_set_mount_conflict
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class ClusterReconciler:
         run = Run(raw=raw)
         steps = [
             ("LoadSpec", self.load_spec),
+            ("CheckStorage", self.check_storage),
             ("RecordUnixIds", lambda run: record_unix_ids(self.api, run)),
             ("EnsureSecrets", self.ensure_secrets),
             ("ObserveKubernetes", self.observe_kubernetes),
@@ -101,6 +103,19 @@ class ClusterReconciler:
             run.node_sets.append(state)
         neighbours += [c for c in self.api.list(ownership.SLURM_CLUSTER, meta["namespace"]) if c["metadata"]["uid"] != meta["uid"]]
         self.check_names(run, neighbours)
+        for state in run.node_sets:
+            conflict = state.model and node_set_mount_conflict(run.cluster, state.model)
+            if conflict:
+                state.model, state.error = None, f"NodeSet {meta['namespace']}/{state.raw['metadata']['name']}: {conflict}"
+
+    def check_storage(self, run: Run) -> None:
+        """The claims spec.storage names exist and many pods may mount them (storage_check);
+        otherwise nothing is applied, so no pod is rolled onto a claim it cannot mount."""
+        namespace = run.cluster.metadata.namespace
+        claims = {name: self.api.get(ownership.PERSISTENT_VOLUME_CLAIM, namespace, name) for _, name, _ in named_claims(run.cluster)}
+        problems = claim_problems(run.cluster, claims)
+        if problems:
+            raise StepFailed("CheckStorage", "StorageNotUsable", "; ".join(problems))
 
     def check_names(self, run: Run, neighbour_objects: list[dict]) -> None:
         """Names a cluster or NodeSet would give its objects must be free in the namespace.

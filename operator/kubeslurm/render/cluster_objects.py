@@ -6,7 +6,9 @@ no longer in it) and by `kubeslurm render` (which prints it). Not in it: the two
 Secrets created once (auth key, database password: secrets.auth_key_secret and
 secrets.database_password_secret), and nothing prunes claims: the controller's
 state claim and the MariaDB data claim are owned by the SlurmCluster and go only
-with it (the StatefulSets keep their claims when deleted or scaled down).
+with it (the StatefulSets keep their claims when deleted or scaled down), and the
+shared storage claims it asks for (spec.storage) are kept even then unless the spec
+says otherwise: they hold the researchers' files.
 """
 
 from collections.abc import Mapping
@@ -33,6 +35,7 @@ from .services import (
     node_set_service,
     slurmdbd_address_service,
 )
+from .shared_storage import storage_claims
 from .slurmd_statefulset import slurmd_stateful_set
 from .slurmdbd_conf import render_slurmdbd_conf
 
@@ -125,6 +128,7 @@ def cluster_objects(
                 mariadb_data_claim(cluster), mariadb_service(cluster), database_address_service(cluster),
                 mariadb_stateful_set(cluster), mariadb_network_policy(cluster),
             ]
+    objects += storage_claims(cluster)
     objects += [login_service(cluster), login_stateful_set(cluster, users=users)]
     return objects
 

@@ -19,6 +19,7 @@ from ..ownership import (  # noqa: F401  (the keys, for render's users)
     NODE_SET,
     RUNNING_JOBS,
     SLURMD,
+    STORAGE,
 )
 
 

@@ -48,7 +48,7 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers) -> 
         **slurm_pod.image_fields(cluster),
         "command": ["sleep", "infinity"],
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
-        "volumeMounts": [dict(run_dir), *slurm_pod.user_mounts(cluster)],
+        "volumeMounts": [dict(run_dir), *slurm_pod.user_mounts(cluster, shared=True)],
     }
     sackd = {
         "name": SACKD_CONTAINER,
@@ -67,14 +67,14 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers) -> 
     }
     spec = pods.pod_spec(
         init_containers=[slurm_pod.install_config_container(
-            cluster, config_mode=None, users=users, prepare=[OWN_RUN_DIR], mounts=[dict(run_dir)],
+            cluster, config_mode=None, users=users, prepare=[OWN_RUN_DIR], mounts=[dict(run_dir)], shared=True,
         )],
         containers=[sessions, sackd],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
             slurm_pod.key_volume(cluster),
             pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
-            *slurm_pod.user_volumes(cluster),
+            *slurm_pod.user_volumes(cluster, shared=True),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )

@@ -51,6 +51,9 @@ def cluster_derived_names(cluster: str) -> list[DerivedName]:
         DerivedName(naming.auth_key_secret(cluster), f"the auth key Secret {of}"),
         DerivedName(naming.slurmdbd_secret(cluster), f"the slurmdbd.conf Secret {of}"),
         DerivedName(naming.database_password_secret(cluster), f"the database password Secret {of}"),
+        # spec.storage.home.newClaim; the claims of spec.storage.volumes (<cluster>-shared-<name>)
+        # are not host names, and an existing object of their name is refused at apply (ObjectNotOurs).
+        DerivedName(naming.home_claim(cluster), f"the shared home claim {of}"),
     ]
     for ordinal, host in enumerate(naming.controller_hosts(cluster, backup=True)):
         names.append(DerivedName(host.name, f"controller pod {ordinal} {of}"))

@@ -115,6 +115,16 @@ def database_password_secret(cluster: str) -> str:
     return f"{cluster}-mariadb-password"
 
 
+def home_claim(cluster: str) -> str:
+    """The claim spec.storage.home.newClaim makes."""
+    return f"{cluster}-home"
+
+
+def shared_volume_claim(cluster: str, volume: str) -> str:
+    """The claim of spec.storage.volumes[name=volume].newClaim."""
+    return f"{cluster}-shared-{volume}"
+
+
 def node_set_statefulset(node_set: str) -> str:
     return node_set
 

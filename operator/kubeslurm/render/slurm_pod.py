@@ -22,7 +22,10 @@ their users and researchers log in as them, so every Slurm pod must know them, w
 same uid everywhere. An image or directory service (nsswitch) that already knows a name
 wins (`getent`); for the others the init container writes /etc/passwd and /etc/group
 (the image's plus one line each) into an emptyDir that the daemon container mounts over
-both files, and makes /home/<user> in an emptyDir at /home. The uids come from the
+both files, and makes <home>/<user> (mode 0700, only where none exists) on the home:
+the shared home of spec.storage in login and slurmd pods (render/shared_storage.py),
+an emptyDir of the pod's own otherwise (slurmctld and slurmdbd never open users' files;
+without spec.storage.home a job's files stay in its pod). The uids come from the
 cluster's recorded assignment (render/unix_ids.py: a user keeps its uid forever, two
 users never share one), so pods rendered at different times agree. Sites with
 a directory service should ship it in the image: these are local accounts without
@@ -35,6 +38,7 @@ from functools import lru_cache
 from ..api import SlurmCluster
 from . import naming
 from .secrets import AUTH_KEY_FILE
+from .shared_storage import HOME_VOLUME, has_shared_home, shared_mounts, shared_pod_volumes, storage_setup_script
 from .unix_ids import FIRST_UID, UID_SLOTS, uids_of_users
 
 __all__ = ["FIRST_UID", "UID_SLOTS", "UnixUsers", "account_users", "install_config_container", "unix_users"]
@@ -51,8 +55,6 @@ SLURM_RUN_VOLUME = "slurm-run"
 
 USERS_VOLUME = "unix-users"
 USERS_DIR = "/etc/kubeslurm-users"
-HOME_VOLUME = "home"
-HOME_DIR = "/home"
 
 INSTALL_CONFIG_CONTAINER = "install-config"
 # Requests equal limits so the init container never costs a slurmd pod its Guaranteed QoS.
@@ -124,37 +126,54 @@ _USER_CACHE_SIZE = 16
 
 
 @lru_cache(maxsize=_USER_CACHE_SIZE)
-def _users_script(users: UnixUsers) -> str:
-    """The init container's shell lines that add the users, joined (one string shared by every template)."""
+def _users_script(users: UnixUsers, home_dir: str, make_homes: bool) -> str:
+    """The init container's shell lines that add the users, joined (one string shared by every template).
+
+    A home is made only where none exists: on a shared home it holds the user's files, and
+    changing its owner or mode at every pod start would undo what the user chose."""
     lines = [f"cp /etc/passwd /etc/group {USERS_DIR}/"]
     for name, uid in users:
-        # Names are validated Unix names ([a-z_][a-z0-9_-]*), safe unquoted in the shell.
+        # Names are validated Unix names ([a-z_][a-z0-9_-]*) and home_dir a validated path
+        # of [A-Za-z0-9_.@+=,-] components: safe unquoted in the shell.
+        home = f"{home_dir}/{name}"
+        make_home = f"[ -e {home} ] || install -d -o {uid} -g {uid} -m 0700 {home}; " if make_homes else ""
         lines.append(
             f"getent passwd {name} >/dev/null || {{ "
-            f"echo '{name}:x:{uid}:{uid}:kubeslurm account user:{HOME_DIR}/{name}:/bin/bash' >> {USERS_DIR}/passwd; "
+            f"echo '{name}:x:{uid}:{uid}:kubeslurm account user:{home}:/bin/bash' >> {USERS_DIR}/passwd; "
             f"echo '{name}:x:{uid}:' >> {USERS_DIR}/group; "
-            f"install -d -o {uid} -g {uid} -m 0750 {HOME_DIR}/{name}; }}"
+            f"{make_home}}}"
         )
     lines.append(f"chmod 0644 {USERS_DIR}/passwd {USERS_DIR}/group")
     return "\n".join(lines)
 
 
-def user_volumes(cluster: SlurmCluster) -> list[dict]:
-    """The volumes behind `user_mounts`; none when no account names users."""
-    if not _names_users(cluster):
-        return []
-    return [{"name": USERS_VOLUME, "emptyDir": {}}, {"name": HOME_VOLUME, "emptyDir": {}}]
+def _own_home(cluster: SlurmCluster, shared: bool) -> bool:
+    """The pod gets an emptyDir home of its own: not when it mounts the shared home."""
+    return _names_users(cluster) and not (shared and has_shared_home(cluster))
 
 
-def user_mounts(cluster: SlurmCluster) -> list[dict]:
-    """Mounts of a daemon container that make the accounts' users exist there."""
-    if not _names_users(cluster):
-        return []
-    return [
-        {"name": USERS_VOLUME, "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True},
-        {"name": USERS_VOLUME, "mountPath": "/etc/group", "subPath": "group", "readOnly": True},
-        {"name": HOME_VOLUME, "mountPath": HOME_DIR},
-    ]
+def user_volumes(cluster: SlurmCluster, *, shared: bool = False) -> list[dict]:
+    """The volumes behind `user_mounts`.
+
+    shared: the pod is one where researchers' files are read or written (login, slurmd):
+    it mounts spec.storage, whose home (if any) replaces the pod's own emptyDir home."""
+    volumes = [{"name": USERS_VOLUME, "emptyDir": {}}] if _names_users(cluster) else []
+    if _own_home(cluster, shared):
+        volumes.append({"name": HOME_VOLUME, "emptyDir": {}})
+    return volumes + (shared_pod_volumes(cluster) if shared else [])
+
+
+def user_mounts(cluster: SlurmCluster, *, shared: bool = False) -> list[dict]:
+    """Mounts of a daemon container that make the accounts' users (and, if shared, spec.storage) exist there."""
+    mounts = []
+    if _names_users(cluster):
+        mounts += [
+            {"name": USERS_VOLUME, "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True},
+            {"name": USERS_VOLUME, "mountPath": "/etc/group", "subPath": "group", "readOnly": True},
+        ]
+    if _own_home(cluster, shared):
+        mounts.append({"name": HOME_VOLUME, "mountPath": cluster.spec.storage.home_path})
+    return mounts + (shared_mounts(cluster) if shared else [])
 
 
 def install_config_container(
@@ -164,11 +183,14 @@ def install_config_container(
     users: UnixUsers,
     prepare: Sequence[str] = (),
     mounts: Sequence[dict] = (),
+    shared: bool = False,
 ) -> dict:
     """Copy the key (and, if config_mode, every file of /etc/slurm-config) into /etc/slurm.
 
-    `users`: the cluster's `unix_users`, added to /etc/passwd and /etc/group.
+    `users`: the cluster's `unix_users`, added to /etc/passwd and /etc/group, with homes.
     `prepare`: more shell lines run as root before the daemon starts (e.g. owning a PVC).
+    `shared`: the pod mounts spec.storage (see user_volumes); fresh claims the operator
+    made are prepared (storage_setup_script) and homes made on the shared home.
     """
     volume_mounts = [
         slurm_etc_mount(read_only=False),
@@ -176,15 +198,21 @@ def install_config_container(
     ]
     if config_mode is not None:
         volume_mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True})
+    home_dir = cluster.spec.storage.home_path
+    shared_home = shared and has_shared_home(cluster)
     if users:
-        volume_mounts += [
-            {"name": USERS_VOLUME, "mountPath": USERS_DIR},
-            {"name": HOME_VOLUME, "mountPath": HOME_DIR},
-        ]
+        volume_mounts.append({"name": USERS_VOLUME, "mountPath": USERS_DIR})
+        if not shared_home:
+            volume_mounts.append({"name": HOME_VOLUME, "mountPath": home_dir})
+    setup: tuple[str, ...] = ()
+    if shared:
+        volume_mounts += [m for m in shared_mounts(cluster) if not m.get("readOnly")]
+        setup = tuple(storage_setup_script(cluster))
+    make_homes = not shared_home or cluster.spec.storage.home.make_user_homes
     return {
         "name": INSTALL_CONFIG_CONTAINER,
         **image_fields(cluster),
-        "command": ["/bin/sh", "-c", _install_script(config_mode, tuple(prepare), users)],
+        "command": ["/bin/sh", "-c", _install_script(config_mode, setup, tuple(prepare), users, home_dir, make_homes)],
         "securityContext": {"runAsUser": 0},
         "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
         "volumeMounts": volume_mounts + list(mounts),
@@ -195,12 +223,16 @@ def install_config_container(
 # NodeSets share one string rather than joining a copy each. Each cluster has a few
 # variants (controller, accounting, login and slurmd differ in config_mode and prepare).
 @lru_cache(maxsize=4 * _USER_CACHE_SIZE)
-def _install_script(config_mode: str | None, prepare: tuple[str, ...], users: UnixUsers) -> str:
+def _install_script(
+    config_mode: str | None, setup: tuple[str, ...], prepare: tuple[str, ...], users: UnixUsers, home_dir: str, make_homes: bool
+) -> str:
     lines = ["set -eu", f"install -o slurm -g slurm -m 0600 {KEY_MOUNT}/{AUTH_KEY_FILE} {SLURM_ETC}/{AUTH_KEY_FILE}"]
     if config_mode is not None:
         # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
         lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
+    # setup first: it readies a fresh shared home before homes are made on it.
+    lines += setup
     if users:
-        lines.append(_users_script(users))
+        lines.append(_users_script(users, home_dir, make_homes))
     lines += prepare
     return "\n".join(lines)

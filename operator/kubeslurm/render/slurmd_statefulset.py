@@ -95,7 +95,7 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
             {"name": SPOOL_VOLUME, "mountPath": SPOOL_DIR},
             {"name": slurm_pod.SLURM_RUN_VOLUME, "mountPath": slurm_pod.SLURM_RUN},
             {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
-            *slurm_pod.user_mounts(cluster),
+            *slurm_pod.user_mounts(cluster, shared=True),
         ],
     }
 
@@ -110,7 +110,7 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
     spec = node_set.spec
     pod_labels = labels.object_labels(cluster.metadata.name, labels.SLURMD, node_set.metadata.name)
     pod_spec = pods.pod_spec(
-        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None, users=users)],
+        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None, users=users, shared=True)],
         containers=[_slurmd_container(cluster, node_set)],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
@@ -118,7 +118,7 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
             pods.empty_dir(SPOOL_VOLUME),
             pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
             pods.empty_dir(SHM_VOLUME, medium="Memory"),
-            *slurm_pod.user_volumes(cluster),
+            *slurm_pod.user_volumes(cluster, shared=True),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )
