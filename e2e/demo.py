@@ -121,14 +121,14 @@ def jobs() -> None:
     in_login("sinfo")
     in_login("srun --gres=gpu:2 -N1 bash -c 'echo \"$(hostname): CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
              " SLURM_JOB_GPUS=$SLURM_JOB_GPUS\"; ls /dev/nvidia*'", user="alice")
-    script = "sbatch --parsable --wait -p cpu -o /tmp/hello-%j.out --wrap 'hostname; id; sleep 2; echo done'"
+    script = "sbatch --parsable --wait -p cpu -o ~/hello-%j.out --wrap 'hostname; id; pwd; sleep 2; echo done'"
     print(f"alice$ {script}", flush=True)
     job = kube().exec(NAMESPACE, LOGIN_POD, "login", ["runuser", "-l", "alice", "-c", script]
                       ).stdout.strip().splitlines()[-1]
     print(job)
-    # No shared file system in the demo: the output stays on the node that ran the job.
-    print(f"$ kubectl exec -n {NAMESPACE} cpu-0 -- cat /tmp/hello-{job}.out", flush=True)
-    kube().exec(NAMESPACE, "cpu-0", "slurmd", ["cat", f"/tmp/hello-{job}.out"], capture=False)
+    # The job ran on cpu-0 and wrote into alice's home there; the home is shared (spec.storage),
+    # so she reads it where she submitted it.
+    in_login(f"cat ~/hello-{job}.out; ls -ld ~", user="alice")
     in_login("sbatch --parsable --gres=gpu:1 --wrap 'sleep 60'", user="alice")
     in_login("squeue")
     in_login("sacct -a -X --format=JobID,User,Account,Partition,AllocTRES%60,State,Elapsed")

@@ -3,7 +3,7 @@ researchers submit from the login pod, and the cluster scales, fails over and re
 underneath them without losing a job.
 
 One SlurmCluster (examples/demo.yaml: a GPU NodeSet `h100` with 2 fake GPUs, a CPU NodeSet
-`cpu`) in its own namespace, walked through in file order: each test is one chapter and
+`cpu`, a shared home) in its own namespace, walked through in file order: each test is one chapter and
 leaves the cluster as the next one expects it. Every Slurm command runs in the login pod
 (`kubectl exec`), as the account users of the manifest where a researcher would. The last
 chapters count the jobs: every job submitted in the story must end COMPLETED in sacct.
@@ -11,6 +11,7 @@ chapters count the jobs: every job submitted in the story must end COMPLETED in 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -50,6 +51,17 @@ class Story:
             raise AssertionError(f"{user or 'root'}$ {script}\nexit {result.returncode}\n"
                                  f"{result.stdout}\n{result.stderr}")
         return result.stdout
+
+    def write(self, path: str, content: str, user: str = "alice") -> None:
+        """Writes content to path as user in the login pod (as data: base64, never shell text)."""
+        encoded = base64.b64encode(content.encode()).decode()
+        self.sh(f"mkdir -p $(dirname {path}) && echo {encoded} | base64 -d > {path}", user=user)
+
+    def sbatch_to(self, args: str, user: str = "alice") -> str:
+        """sbatch whose output the caller chose (args holds -o), the job recorded like sbatch's."""
+        job = self.sh(f"sbatch --parsable {args}", user=user).strip().splitlines()[-1]
+        self.submitted.append(job)
+        return job
 
     def sbatch(self, args: str, user: str = "alice") -> str:
         job = self.sh(f"sbatch --parsable -o /dev/null {args}", user=user).strip().splitlines()[-1]
@@ -227,6 +239,48 @@ def test_scale_up_while_submitting_new_nodes_take_jobs(story):
     assert sorted(re.findall(r"^HOST=(\S+)", out, re.M)) == ["cpu-0", "cpu-1", "cpu-2"], out
 
 
+# -- shared storage: one home on the login pod and every node ----------------------------
+
+WHERE_SCRIPT = "#!/bin/bash\necho host=$(hostname) uid=$(id -u) cwd=$(pwd)\n"
+# Each node of a 2-node job writes its own file into one directory of the shared home.
+TWO_NODE_SCRIPT = """#!/bin/bash
+dir=$HOME/runs/two-$SLURM_JOB_ID
+mkdir -p "$dir"
+srun -N2 --ntasks-per-node=1 bash -c 'echo "$(id -u)" > "$0/$(hostname)"' "$dir"
+"""
+
+
+def test_a_researcher_reads_every_node_s_output_in_her_shared_home(story):
+    uid = story.sh("id -u", user="alice").strip()
+    assert story.sh("stat -c '%a %u' $HOME", user="alice").split() == ["700", uid]  # made once, mode 0700
+    story.write("~/runs/where.sh", WHERE_SCRIPT)
+    jobs = {partition: story.sbatch_to(f"-p {partition} -o ~/runs/out-%j.txt ~/runs/where.sh") for partition in ("gpu", "cpu")}
+    story.write("~/runs/two.sh", TWO_NODE_SCRIPT)
+    two = story.sbatch_to("-p cpu -N2 -o ~/runs/two-%j.log ~/runs/two.sh")
+    story.wait_jobs([*jobs.values(), two], timeout=300)
+    for partition, job in jobs.items():
+        out = story.sh(f"cat ~/runs/out-{job}.txt", user="alice").strip()
+        ran_on = story.sh(f"sacct -n -X -P -j {job} -o NodeList").strip()
+        assert out == f"host={ran_on} uid={uid} cwd=/home/alice", (partition, out)
+        # written on the compute node as alice, read in the login pod as alice's
+        assert story.sh(f"stat -c %u ~/runs/out-{job}.txt", user="alice").strip() == uid
+    files = story.sh(f"cd ~/runs/two-{two} && grep -H . *", user="alice").split()
+    hosts = sorted(line.split(":")[0] for line in files)
+    assert len(hosts) == 2 and all(h.startswith("cpu-") for h in hosts), files
+    assert all(line.split(":")[1] == uid for line in files), files
+    owners = story.sh(f"stat -c %u ~/runs/two-{two}/*", user="alice").split()
+    assert owners == [uid, uid], owners
+
+
+def test_another_researcher_cannot_read_her_home(story):
+    for command in ("ls /home/alice", "cat /home/alice/runs/where.sh"):
+        result = story.kube.exec(NAMESPACE, LOGIN, "login", ["runuser", "-l", "bob", "-c", command], check=False)
+        assert result.returncode != 0 and "Permission denied" in result.stderr, (command, result.stdout, result.stderr)
+    # nor from a job of his on a compute node: the job fails if it can list her home
+    job = story.sbatch_to("-p cpu -o /dev/null --wrap 'if ls /home/alice; then exit 1; fi'", user="bob")
+    story.wait_jobs([job], timeout=120)
+
+
 # -- accounting: sacct and fair-share ------------------------------------------------
 
 
@@ -270,6 +324,19 @@ def test_slurmd_pod_deleted_comes_back_and_its_job_is_requeued(story):
     history = story.sh(f"sacct -n -D -X -P -j {job} -o State,NodeList").split()
     # The first run ended with its node; the requeued one completed on the same Slurm node name.
     assert history[-1] == "COMPLETED|cpu-1" and len(history) >= 2, history
+
+
+def test_the_files_outlive_the_login_pod_and_a_replaced_slurmd_pod(story):
+    """cpu-1 was replaced in the chapter above; now the login pod too. The files are still there,
+    the same on both sides."""
+    before = story.sh("cd ~/runs && md5sum * | sort", user="alice")
+    story.replace_pod(LOGIN)
+    wait_for(lambda: (story.sh("cd ~/runs && md5sum * | sort", user="alice", check=False) == before, "files"),
+             120, "the same files in the new login pod")
+    job = story.sbatch_to("-p cpu -w cpu-1 -o ~/runs/check-%j.txt --wrap 'md5sum ~/runs/where.sh'")
+    story.wait_jobs([job], timeout=120)
+    seen_on_node = story.sh(f"cat ~/runs/check-{job}.txt", user="alice").split()[0]
+    assert f"{seen_on_node}  where.sh" in before, (seen_on_node, before)
 
 
 # -- 6. scale down while the node to be removed runs a job ---------------------------
@@ -427,14 +494,32 @@ def test_every_submitted_job_completed(story):
 # -- 8. delete the SlurmCluster --------------------------------------------------------
 
 
-def test_deleting_the_cluster_removes_every_object(story):
+KINDS = "statefulsets,pods,services,configmaps,secrets,persistentvolumeclaims,poddisruptionbudgets,networkpolicies"
+HOME_CLAIM = f"PersistentVolumeClaim/{CLUSTER}-home"
+
+
+def _left(story) -> list[str]:
+    items = story.kube.get(KINDS, "-n", NAMESPACE)["items"]
+    return [f"{i['kind']}/{i['metadata']['name']}" for i in items if i["metadata"]["name"] != "kube-root-ca.crt"]
+
+
+def test_deleting_the_cluster_removes_every_object_but_the_homes(story):
     story.kube.run("delete", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--timeout=300s")
     story.kube.run("delete", "nodesets", "--all", "-n", NAMESPACE, "--timeout=300s")
-    kinds = "statefulsets,pods,services,configmaps,secrets,persistentvolumeclaims,poddisruptionbudgets,networkpolicies"
+    # the home claim holds the researchers' files: kept (spec.storage.home.newClaim.keepOnDelete)
+    wait_for(lambda: (_left(story) == [HOME_CLAIM], _left(story)), 300, "every object of the cluster gone but its homes")
 
-    def left():
-        items = story.kube.get(kinds, "-n", NAMESPACE)["items"]
-        names = [f"{i['kind']}/{i['metadata']['name']}" for i in items
-                 if i["metadata"]["name"] != "kube-root-ca.crt"]
-        return not names, names
-    wait_for(left, 300, "every object of the cluster gone")
+
+def test_the_cluster_made_again_finds_the_old_homes(story):
+    documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+    for document in documents:
+        document["metadata"]["namespace"] = NAMESPACE
+    story.kube.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
+    wait_for(lambda: (pod_ready(story.pod(LOGIN)), "login pod not Ready"), READY_TIMEOUT, "the new login pod Ready")
+    assert story.sh("cat ~/runs/where.sh", user="alice") == WHERE_SCRIPT
+    assert story.sh("stat -c '%a %U' $HOME", user="alice").split() == ["700", "alice"]
+    # and now away with everything, the homes too
+    story.kube.run("delete", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--timeout=300s")
+    story.kube.run("delete", "nodesets", "--all", "-n", NAMESPACE, "--timeout=300s")
+    story.kube.run("delete", "pvc", f"{CLUSTER}-home", "-n", NAMESPACE, "--timeout=120s")
+    wait_for(lambda: (not _left(story), _left(story)), 300, "every object of the cluster gone")

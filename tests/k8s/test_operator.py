@@ -149,6 +149,22 @@ BAD_MANIFESTS = [
     ("podTemplate hostPath", GPU, ["spec", "podTemplate"], {"spec": {"volumes": [{"name": "r", "hostPath": {"path": "/"}}]}},
      'unknown field "spec.podTemplate.spec.volumes[0].hostPath"'),
     ("podTemplate malformed", GPU, ["spec", "podTemplate"], {"metadata": "oops"}, "spec.podTemplate.metadata"),
+    # issue 12: shared storage paths and sources, refused by the CRD's rules
+    ("storage home under /etc", CLUSTER, ["spec", "storage"], {"home": {"mountPath": "/etc/homes", "nfs": {"server": "a", "path": "/x"}}},
+     "the Slurm image owns those"),
+    ("storage volume above a spool", CLUSTER, ["spec", "storage"],
+     {"volumes": [{"name": "v", "mountPath": "/var", "nfs": {"server": "a", "path": "/x"}}]}, "the Slurm image owns those"),
+    ("storage volume inside the home", CLUSTER, ["spec", "storage"],
+     {"volumes": [{"name": "v", "mountPath": "/home/shared", "nfs": {"server": "a", "path": "/x"}}]}, "must not overlap the home path"),
+    ("storage volumes overlapping", CLUSTER, ["spec", "storage"],
+     {"volumes": [{"name": "a", "mountPath": "/data", "nfs": {"server": "a", "path": "/x"}},
+                  {"name": "b", "mountPath": "/data/b", "nfs": {"server": "a", "path": "/y"}}]}, "must not overlap each other"),
+    ("storage two sources", CLUSTER, ["spec", "storage"],
+     {"home": {"nfs": {"server": "a", "path": "/x"}, "existingClaim": {"name": "homes"}}}, "set exactly one of existingClaim, newClaim, nfs"),
+    ("storage nfs path injection", CLUSTER, ["spec", "storage"], {"home": {"nfs": {"server": "a", "path": "/x;reboot"}}},
+     "spec.storage.home.nfs.path"),
+    ("podTemplate volume named like a shared one", GPU, ["spec", "podTemplate"],
+     {"spec": {"volumes": [{"name": "shared-data", "emptyDir": {}}]}}, "spec.storage.volumes"),
     ("podTemplate GPU resource", GPU, ["spec", "podTemplate"],
      {"spec": {"containers": [{"name": "slurmd", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}, "GPUs come from spec.gpus"),
 ]
@@ -548,3 +564,58 @@ def test_no_password_in_the_database_pod_s_env_or_in_a_plain_hash(operator, cont
     auth_key = base64.b64decode(get(cp, "secret", "research-auth-key", namespace)["data"]["slurm.key"])
     key = hmac.new(auth_key, b"kubeslurm.io/config-hash-key/v1", hashlib.sha256).digest()
     assert annotation == hmac.new(key, canonical, hashlib.sha256).hexdigest()
+
+
+def pvc_manifest(namespace, name, *modes) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"accessModes": list(modes), "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def test_a_read_write_once_home_claim_degrades_and_nothing_is_created(operator, control_plane, namespace):
+    cp = control_plane
+    cp.kubectl("apply", "-f", "-", input=as_yaml([pvc_manifest(namespace, "homes", "ReadWriteOnce")]))
+    docs = documents_in(namespace)
+    docs[0]["spec"]["storage"] = {"home": {"existingClaim": {"name": "homes"}}}
+    apply_example(cp, namespace, docs)
+    degraded = degraded_with(cp, namespace, "StorageNotUsable")
+    assert degraded["message"].startswith("step CheckStorage: spec.storage.home.existingClaim.name: PersistentVolumeClaim "
+                                          f"{namespace}/homes has access modes ['ReadWriteOnce']"), degraded["message"]
+    # nothing half made: not even the Secrets
+    assert get(cp, "secret", "research-auth-key", namespace) is None
+    assert get(cp, "statefulset", "research-login", namespace) is None
+    # access modes cannot change: the site makes a ReadWriteMany claim and names it
+    cp.kubectl("apply", "-f", "-", input=as_yaml([pvc_manifest(namespace, "homes-rwx", "ReadWriteMany")]))
+    docs[0]["spec"]["storage"] = {"home": {"existingClaim": {"name": "homes-rwx"}}}
+    apply_example(cp, namespace, docs)
+    login = eventually(lambda: get(cp, "statefulset", "research-login", namespace), what="login StatefulSet after the fix")
+    volumes = {v["name"]: v for v in login["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["home"]["persistentVolumeClaim"] == {"claimName": "homes-rwx"}
+
+
+def test_an_operator_made_home_claim_outlives_its_cluster_and_comes_back_with_it(operator, control_plane, namespace):
+    cp = control_plane
+    docs = documents_in(namespace)
+    docs[0]["spec"]["storage"] = {"home": {"newClaim": {"size": "5Gi"}}}
+    apply_example(cp, namespace, docs)
+    claim = eventually(lambda: get(cp, "pvc", "research-home", namespace), what="the home claim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert not claim["metadata"].get("ownerReferences")
+    eventually(lambda: get(cp, "statefulset", "research-login", namespace), what="login StatefulSet")
+    cp.kubectl("delete", "slurmcluster", "research", "-n", namespace, "--wait=true", "--timeout=60s")
+    eventually(lambda: get(cp, "statefulset", "research-login", namespace) is None, timeout=120, what="login StatefulSet collected")
+    kept = get(cp, "pvc", "research-home", namespace)
+    assert kept is not None and kept["metadata"]["uid"] == claim["metadata"]["uid"], "the researchers' files went with the cluster"
+    # the same cluster again takes its claim back instead of refusing it as someone else's
+    apply_example(cp, namespace, docs)
+    eventually(lambda: get(cp, "statefulset", "research-login", namespace), what="login StatefulSet of the new cluster")
+    cluster = get(cp, "slurmcluster", "research", namespace)
+    degraded = condition(cluster, "Degraded")
+    assert not degraded or degraded["status"] == "False", degraded
+    assert get(cp, "pvc", "research-home", namespace)["metadata"]["uid"] == claim["metadata"]["uid"]
+    # keepOnDelete: false hands the claim to the cluster: it goes with it
+    docs[0]["spec"]["storage"]["home"]["newClaim"]["keepOnDelete"] = False
+    apply_example(cp, namespace, docs)
+    eventually(lambda: (get(cp, "pvc", "research-home", namespace)["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "SlurmCluster",
+               what="the claim owned by the cluster")
