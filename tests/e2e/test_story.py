@@ -239,6 +239,28 @@ def test_scale_up_while_submitting_new_nodes_take_jobs(story):
     assert sorted(re.findall(r"^HOST=(\S+)", out, re.M)) == ["cpu-0", "cpu-1", "cpu-2"], out
 
 
+# -- MPI across slurmd pods ---------------------------------------------------------
+
+# Every rank adds its rank + 1; with n ranks each prints n(n+1)/2.
+ALLREDUCE = """import os
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+total = c.allreduce(c.rank + 1)
+print(f"rank={c.rank} size={c.size} host={MPI.Get_processor_name()} sum={total} job={os.environ['SLURM_JOB_ID']}", flush=True)
+"""
+
+
+def test_an_mpi_job_reduces_across_slurmd_pods(story):
+    """Open MPI ranks in three pods on different Kubernetes nodes, started by srun through PMIx
+    (MpiDefault=pmix), reduce over the pod network. The program is in alice's shared home."""
+    story.write("~/mpi/allreduce.py", ALLREDUCE)
+    out = story.sh("srun -p cpu -N3 -n3 python3 ~/mpi/allreduce.py", user="alice")
+    ranks = sorted(re.findall(r"^rank=(\d) size=3 host=(\S+) sum=6 job=(\d+)$", out, re.M))
+    assert [rank for rank, _, _ in ranks] == ["0", "1", "2"], out
+    assert sorted(host for _, host, _ in ranks) == ["cpu-0", "cpu-1", "cpu-2"], out
+    story.submitted.append(ranks[0][2])
+
+
 # -- shared storage: one home on the login pod and every node ----------------------------
 
 WHERE_SCRIPT = "#!/bin/bash\necho host=$(hostname) uid=$(id -u) cwd=$(pwd)\n"

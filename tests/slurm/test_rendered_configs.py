@@ -254,6 +254,30 @@ def test_two_node_job_starts_on_both_nodes_at_once(env):
     assert max(starts) - min(starts) < 1.0, out
 
 
+# ---------------------------------------------------------------- MPI across nodes
+
+# Every rank adds its rank + 1: with n ranks each must print n(n+1)/2.
+ALLREDUCE = (
+    "from mpi4py import MPI; c = MPI.COMM_WORLD; "
+    "print(f'rank={c.rank} size={c.size} host={MPI.Get_processor_name()} sum={c.allreduce(c.rank + 1)}', flush=True)"
+)
+
+
+def test_an_mpi_program_runs_across_two_nodes_with_the_default_pmix(env):
+    """MpiDefault=pmix: srun starts Open MPI ranks on two nodes with no --mpi and no mpirun;
+    they find each other through Slurm's PMIx server and reduce across the network."""
+    assert env.show_node("h100-0")  # the cluster is up
+    out = env.sh(f'srun -A vision -N2 -n4 --ntasks-per-node=2 python3 -c "{ALLREDUCE}"', timeout=120).stdout
+    ranks = sorted(re.findall(r"^rank=(\d) size=4 host=(\S+) sum=10$", out, re.M))
+    assert [r for r, _ in ranks] == ["0", "1", "2", "3"], out
+    assert len({host for _, host in ranks}) == 2, out
+    # the same from a batch script, and with --mpi=pmix spelled out
+    # (the script on sbatch's stdin: a quoted here-document passes it through the shell untouched)
+    script = f"#!/bin/bash\nsrun --mpi=pmix python3 -c \"{ALLREDUCE}\"\n"
+    job = env.sbatch(f"-A vision -N2 --ntasks-per-node=2 -o /dev/null <<'SCRIPT'\n{script}SCRIPT")
+    env.wait_sacct_state(job, "COMPLETED", timeout=120)
+
+
 # ---------------------------------------------------------------- 5. accounts
 
 def test_accounts_and_shares_come_from_the_cluster_spec(env):

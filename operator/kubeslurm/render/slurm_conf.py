@@ -66,7 +66,9 @@ DEFAULT_TUNABLES: dict[str, str] = {
     # Jobs never run as root: a researcher who became root in a login pod still cannot
     # take every node with it. Sites that need root jobs set DisableRootJobs=NO in spec.slurmConf.
     "DisableRootJobs": "YES",
-    "MpiDefault": "none",
+    # The image carries Open MPI and PMIx: `srun prog` starts an MPI program without --mpi.
+    # Jobs that are not MPI pay nothing for it beyond a PMIx server per step.
+    "MpiDefault": "pmix",
     # Containers have no mail transfer agent; Slurm refuses a MailProg that does not exist.
     "MailProg": "/bin/true",
     "JobAcctGatherType": "jobacct_gather/linux",
