@@ -276,6 +276,12 @@ def test_an_mpi_program_runs_across_two_nodes_with_the_default_pmix(env):
     script = f"#!/bin/bash\nsrun --mpi=pmix python3 -c \"{ALLREDUCE}\"\n"
     job = env.sbatch(f"-A vision -N2 --ntasks-per-node=2 -o /dev/null <<'SCRIPT'\n{script}SCRIPT")
     env.wait_sacct_state(job, "COMPLETED", timeout=120)
+    # --exclusive: the job holds the whole node (its 8 CPUs), not the one CPU its task asks for
+    exclusive = env.sbatch("-A vision -p gpu -N1 -n1 --exclusive -o /dev/null --wrap true")
+    shared = env.sbatch("-A vision -p gpu -N1 -n1 -o /dev/null --wrap true")
+    for job in (exclusive, shared):
+        env.wait_sacct_state(job, "COMPLETED", timeout=60)
+    assert (env.sacct(exclusive, "AllocCPUS"), env.sacct(shared, "AllocCPUS")) == ("8", "1")
 
 
 # ---------------------------------------------------------------- 5. accounts
