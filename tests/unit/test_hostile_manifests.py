@@ -64,6 +64,7 @@ POD_TEMPLATE = {
 FULL_CLUSTER = set_path(set_path(set_path(CLUSTER, "spec.slurmConf", {"MaxJobCount": "20000"}),
                                  "spec.topology", TREE), "spec.controller.persistence.storageClassName", "fast")
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.partitions.0.defaultTime", "1:00:00")
+FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.accounts.0.limits", {"maxJobTime": "1-00:00:00"})
 EXTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database", EXTERNAL_DATABASE)
 INTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database.internal",
                             {"size": "2Gi", "storageClassName": "fast", "image": "example.org/mariadb:11"})
@@ -125,6 +126,7 @@ STRING_FIELDS = [
     ("half-life", [FULL_CLUSTER], "spec.scheduling.fairShare.decayHalfLife", "7-0", "spec.scheduling.fairShare.decayHalfLife"),
     ("preemption", [FULL_CLUSTER], "spec.scheduling.preemption", "off", "spec.scheduling.preemption"),
     ("account", [FULL_CLUSTER], "spec.accounts.0.name", "vision", "spec.accounts[0].name"),
+    ("max-job-time", [FULL_CLUSTER], "spec.accounts.0.limits.maxJobTime", "1-00:00:00", "spec.accounts[0].limits.maxJobTime"),
     ("account-user", [FULL_CLUSTER], "spec.accounts.0.users.0", "alice", "spec.accounts[0].users[0]"),
     ("partition", [FULL_CLUSTER], "spec.partitions.0.name", "gpu", "spec.partitions[0].name"),
     ("partition-node-set", [FULL_CLUSTER], "spec.partitions.0.nodeSets.0", "h100", "spec.partitions[0].nodeSets[0]"),

@@ -114,3 +114,11 @@ def test_sacctmgr_commands_create_accounts_shares_users_and_limits():
     assert ["add", "user", "bob", "Account=nlp", "Cluster=research"] in commands
     nlp_limits = next(c for c in commands if c[:4] == ["modify", "account", "where", "name=nlp"])
     assert "GrpTRES=gres/gpu=16,cpu=-1,node=-1" in nlp_limits and "Fairshare=40" in nlp_limits
+
+
+def test_max_job_time_is_maxwall_and_cleared_when_unset():
+    limited = set_path(CLUSTER, "spec.accounts.1.limits", {"maxGPUs": 16, "maxJobTime": "2:00:00"})
+    commands = accounting_commands(load_documents([limited]).clusters[0])
+    nlp, vision = (next(c for c in commands if c[:4] == ["modify", "account", "where", f"name={n}"]) for n in ("nlp", "vision"))
+    assert "MaxWall=2:00:00" in nlp
+    assert "MaxWall=-1" in vision  # no limit in the spec: none in Slurm, even if one was set before

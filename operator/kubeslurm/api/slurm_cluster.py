@@ -192,6 +192,10 @@ class AccountLimits(KubeModel):
     max_nodes: int | None = Field(default=None, ge=0, le=MAX_LIMIT, description="GrpTRES=node=N.")
     max_running_jobs: int | None = Field(default=None, ge=0, le=MAX_LIMIT, description="GrpJobs=N.")
     max_submit_jobs: int | None = Field(default=None, ge=0, le=MAX_LIMIT, description="GrpSubmitJobs=N.")
+    max_job_time: str | None = Field(
+        default=None, pattern=SLURM_DURATION_PATTERN,
+        description="MaxWall: the longest time limit one job of the account may have, in Slurm time syntax (e.g. 1-00:00:00).",
+    )
 
 
 class Account(KubeModel):

@@ -21,7 +21,8 @@ def account_limits(account) -> list[str]:
         tres.append(f"{name}={value if value is not None else -1}")
     jobs = limits.max_running_jobs if limits and limits.max_running_jobs is not None else -1
     submit = limits.max_submit_jobs if limits and limits.max_submit_jobs is not None else -1
-    return [f"GrpTRES={','.join(tres)}", f"GrpJobs={jobs}", f"GrpSubmitJobs={submit}"]
+    wall = limits.max_job_time if limits and limits.max_job_time is not None else -1
+    return [f"GrpTRES={','.join(tres)}", f"GrpJobs={jobs}", f"GrpSubmitJobs={submit}", f"MaxWall={wall}"]
 
 
 def accounting_commands(cluster: SlurmCluster) -> list[list[str]]:
