@@ -199,6 +199,8 @@ EOF
     if [ -n "$admin_hash" ]; then
         printf '%s\n' "olcRootPW: $admin_hash"
     fi
+    # The container's root (ldapi:///, SASL EXTERNAL) manages everything: a
+    # database's own rules come before the frontend's, so it is said here too.
     # Users bind to prove a password and may change their own; every bound
     # identity (SSSD's service account among them) reads the rest; anonymous
     # clients read nothing.
@@ -207,9 +209,10 @@ olcDbMaxSize: 1073741824
 olcDbIndex: objectClass eq
 olcDbIndex: uid,uidNumber,gidNumber,memberUid,cn eq
 olcLastMod: TRUE
-olcAccess: {0}to attrs=userPassword by self write by anonymous auth by * none
-olcAccess: {1}to attrs=shadowLastChange by self write by users read by * none
-olcAccess: {2}to * by users read by * none
+olcAccess: {0}to * by $ROOT_BY_SOCKET manage by * break
+olcAccess: {1}to attrs=userPassword by self write by anonymous auth by * none
+olcAccess: {2}to attrs=shadowLastChange by self write by users read by * none
+olcAccess: {3}to * by users read by * none
 EOF
 }
 

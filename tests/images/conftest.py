@@ -133,7 +133,7 @@ class RootProcess:
 
     def __init__(self, root: Path, argv: list[str], env: dict[str, str] | None = None,
                  userspec: str | None = None, new_net: bool = False, hostname: str | None = None,
-                 log: Path | None = None):
+                 log: Path | None = None, netns: str | None = None):
         ns = ["--mount", "--pid", "--fork", "--kill-child"]
         if new_net:
             ns.append("--net")
@@ -147,8 +147,11 @@ class RootProcess:
                     "KSL_HOSTNAME": hostname or "", "KSL_LO_UP": "1" if new_net else ""}
         self.log = log
         out = open(log, "wb") if log else subprocess.PIPE
+        # netns: join a named network namespace (`ip netns add`) first, so that
+        # daemons in different roots reach each other on its addresses only.
+        enter = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
         self.proc = subprocess.Popen(
-            ["unshare", *ns, "sh", "-c", _PREPARE, "prepare", str(root), *chroot_args, *argv],
+            [*enter, "unshare", *ns, "sh", "-c", _PREPARE, "prepare", str(root), *chroot_args, *argv],
             env=host_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         if log:
             out.close()
