@@ -383,7 +383,7 @@ def test_sssd_refuses_a_config_others_can_read(unpacked, directory, tls):
     try:
         install_sssd_conf(root, render_sssd_conf(SSSD_CONFIG, directory.sssd_password), tls["ca.crt"], mode=0o644)
         rc, out = run_in_root(root, ["sssd", "-i", "--logger=stderr"], timeout=30, netns=directory.netns)
-        assert rc != 0, out
+        assert rc != 0 and "File ownership and permissions check failed" in out, out
     finally:
         reset_sssd_state(root)
 

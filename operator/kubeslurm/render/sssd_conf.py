@@ -9,7 +9,8 @@ SSSD has no option that reads the bind password from a file of its own
 (`ldap_default_authtok` is a value in sssd.conf; `obfuscated_password` is an
 encoding anyone can reverse, not a secret), so a file that authenticates to the
 directory is a secret as a whole. SSSD treats it so too: it refuses to start
-unless sssd.conf is owned by root and not readable by group or others. So the
+when others may read sssd.conf ("File ownership and permissions check failed";
+trixie's sssd 2.10 accepts root-owned 0600, 0640 and 0400, refuses 0644). So the
 operator renders this file into a Secret (as it does slurmdbd.conf, for the same
 reason), and the pod's init container copies it from the Secret volume to
 
