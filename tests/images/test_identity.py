@@ -17,9 +17,9 @@
   sssd refuses an sssd.conf that others can read.
 
 slapd and sssd run chrooted in their unpacked image roots inside one network
-namespace made here (ksl-identity), so they talk over its loopback only; the
-namespace, its processes and SSSD's state in the Slurm root are removed at the
-end, and a namespace left by a killed run is cleared at the start.
+namespace made here (ksl-identity-<pid>), so they talk over its loopback only;
+the namespace, its processes and SSSD's state in the Slurm root are removed at
+the end, and namespaces left by killed runs (their pid gone) at the start.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ from tests.images.conftest import RootProcess, run_in_root, wait_for
 
 pytestmark = pytest.mark.images
 
-NETNS = "ksl-identity"
+# One namespace per test run (pid in the name): a run clears only namespaces whose
+# run is gone, never one that a concurrent run still uses.
+NETNS_PREFIX = "ksl-identity-"
+NETNS = f"{NETNS_PREFIX}{os.getpid()}"
 SUFFIX = "dc=example,dc=org"
 ADMIN_DN = f"cn=admin,{SUFFIX}"
 SSSD_BIND_DN = f"cn=sssd,ou=services,{SUFFIX}"
@@ -67,28 +70,38 @@ def write(path: Path, text: str, mode: int = 0o644) -> Path:
 
 # ---------------------------------------------------------------- the network namespace
 
-def remove_netns() -> None:
-    """Kill whatever runs in the namespace (a killed run's slapd/sssd) and delete it."""
-    if not Path(f"/run/netns/{NETNS}").exists():
+def remove_netns(name: str) -> None:
+    """Kill whatever runs in the namespace (slapd, sssd) and delete it."""
+    if not Path(f"/run/netns/{name}").exists():
         return
-    pids = subprocess.run(["ip", "netns", "pids", NETNS], capture_output=True, text=True).stdout.split()
+    pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
     for pid in pids:
         try:
             os.kill(int(pid), 9)
         except ProcessLookupError:
             pass
-    subprocess.run(["ip", "netns", "delete", NETNS], check=True)
+    subprocess.run(["ip", "netns", "delete", name], check=True)
+
+
+def remove_namespaces_of_killed_runs() -> None:
+    for path in Path("/run/netns").glob(f"{NETNS_PREFIX}*") if Path("/run/netns").is_dir() else ():
+        run_pid = path.name.removeprefix(NETNS_PREFIX)
+        if run_pid.isdigit() and not Path(f"/proc/{run_pid}").exists():
+            remove_netns(path.name)
 
 
 @pytest.fixture(scope="module")
 def netns():
     if os.geteuid() != 0:
         pytest.skip("the image tier needs root: namespaces, chroot")
-    remove_netns()
+    remove_namespaces_of_killed_runs()
+    remove_netns(NETNS)
     subprocess.run(["ip", "netns", "add", NETNS], check=True)
-    subprocess.run(["ip", "-n", NETNS, "link", "set", "lo", "up"], check=True)
-    yield NETNS
-    remove_netns()
+    try:
+        subprocess.run(["ip", "-n", NETNS, "link", "set", "lo", "up"], check=True)
+        yield NETNS
+    finally:
+        remove_netns(NETNS)
 
 
 # ---------------------------------------------------------------- TLS material
@@ -404,6 +417,12 @@ def test_sssd_answers_from_the_directory(sssd, alice_key):
     for nobody in ("mallory", "sssd-test-nobody"):
         rc, out = in_slurm_root(sssd, ["getent", "passwd", nobody])
         assert rc == 2 and out == "", (nobody, out)
+    # login_groups=researchers: PAM's account phase for sshd (pam_sss, as Debian's
+    # common-account has it) lets alice in and keeps bob out.
+    rc, out = in_slurm_root(sssd, ["sssctl", "user-checks", "-a", "acct", "-s", "sshd", "alice"])
+    assert "pam_acct_mgmt: Success" in out, out
+    rc, out = in_slurm_root(sssd, ["sssctl", "user-checks", "-a", "acct", "-s", "sshd", "bob"])
+    assert "pam_acct_mgmt: Permission denied" in out, out
     # Local accounts still come from files: the directory cannot shadow them.
     rc, out = in_slurm_root(sssd, ["id", "-u", "slurm"])
     assert out.strip() == "64030", out
