@@ -29,6 +29,7 @@ rm -rf /etc/slurm/plugstack.conf.d
 # No secrets in an image: the auth key comes from a Kubernetes Secret at run time.
 # Package scripts may have generated keys; they must not ship.
 rm -f /etc/munge/munge.key /etc/slurm/slurm.key /etc/slurm/jwt*.key /etc/ssh/ssh_host_*
+: > /etc/machine-id
 
 # Identity: local files first, then SSSD. libnss-sss's postinst edits
 # nsswitch.conf itself; write the lines we rely on so the image says exactly
@@ -75,7 +76,11 @@ KbdInteractiveAuthentication no
 PermitEmptyPasswords no
 SSHD
 chmod 0644 /etc/ssh/sshd_config.d/00-kubeslurm-image.conf
-: > /etc/machine-id
+# pam_loginuid writes /proc/self/loginuid, which needs CAP_AUDIT_CONTROL: a pod
+# rarely has it, and "required" would then refuse every login. The audit login
+# uid is worth nothing inside a pod, so the module stays but may fail.
+sed -i 's/^session\([[:space:]]\+\)required\([[:space:]]\+\)pam_loginuid\.so/session\1optional\2pam_loginuid.so/' /etc/pam.d/sshd
+grep -q '^session[[:space:]]\+optional[[:space:]]\+pam_loginuid\.so' /etc/pam.d/sshd
 
 # Users: the image runs as root (uid 0) on purpose. slurmd must be root (it starts
 # every job as the job's user: setuid, cgroups, namespaces); slurmctld and slurmdbd

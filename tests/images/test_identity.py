@@ -14,7 +14,12 @@
   uid, gid and groups, `sss_ssh_authorizedkeys` prints alice's key, an unknown
   user is absent, a user added to slapd while sssd runs appears within the
   negative-cache time, a new group membership within the entry-cache time; and
-  sssd refuses an sssd.conf that others can read.
+  sssd refuses an sssd.conf that others can read. PAM's sshd account phase
+  admits the login group only.
+- sshd from the Slurm image, with a host key made at run time and keys from
+  `sss_ssh_authorizedkeys`: alice logs in with her key (strict host-key
+  checking) and `id` shows the directory's ids; a wrong key, an unknown user,
+  root and password/keyboard-interactive logins are refused.
 
 slapd and sssd run chrooted in their unpacked image roots inside one network
 namespace made here (ksl-identity-<pid>), so they talk over its loopback only;
@@ -37,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeslurm.render.sssd_conf import SssdConfig, render_sssd_conf
+from kubeslurm.render.sssd_conf import SSSD_COMMAND, SssdConfig, render_sssd_conf
 from tests.images.conftest import RootProcess, run_in_root, wait_for
 
 pytestmark = pytest.mark.images
@@ -213,19 +218,26 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
+def ssh_keypair(root: Path, name: str) -> tuple[str, str]:
+    """(public key line, private key) of a new ed25519 key, made by the Slurm image's ssh-keygen."""
+    keydir = _mkdir(root / KST / "keygen")
+    try:
+        rc, out = run_in_root(root, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@example.org",
+                                     "-f", f"/{KST}/keygen/{name}"])
+        assert rc == 0, out
+        return (keydir / f"{name}.pub").read_text().strip(), (keydir / name).read_text()
+    finally:
+        shutil.rmtree(keydir)
+
+
 @pytest.fixture(scope="module")
-def alice_key(unpacked) -> str:
-    """A real ed25519 public key, made by the Slurm image's ssh-keygen."""
-    root = unpacked("slurm")
-    keydir = _mkdir(root / KST)
-    (keydir / "alice").unlink(missing_ok=True)
-    (keydir / "alice.pub").unlink(missing_ok=True)
-    rc, out = run_in_root(root, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice@example.org",
-                                 "-f", f"/{KST}/alice"])
-    assert rc == 0, out
-    key = (keydir / "alice.pub").read_text().strip()
-    shutil.rmtree(keydir)
-    return key
+def alice_keypair(unpacked) -> tuple[str, str]:
+    return ssh_keypair(unpacked("slurm"), "alice")
+
+
+@pytest.fixture(scope="module")
+def alice_key(alice_keypair) -> str:
+    return alice_keypair[0]
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +292,7 @@ def sssd(unpacked, directory, tls, tmp_path_factory):
     reset_sssd_state(root)
     install_sssd_conf(root, render_sssd_conf(SSSD_CONFIG, directory.sssd_password), tls["ca.crt"])
     log = tmp_path_factory.mktemp("identity-sssd") / "sssd.log"
-    process = RootProcess(root, ["sssd", "-i", "--logger=stderr"], netns=directory.netns, log=log)
+    process = RootProcess(root, list(SSSD_COMMAND), netns=directory.netns, log=log)
     try:
         wait_for(lambda: in_slurm_root(root, ["getent", "passwd", "alice"])[0] == 0
                  or process.proc.poll() is not None, 60, "sssd answering for alice")
@@ -395,7 +407,7 @@ def test_sssd_refuses_a_config_others_can_read(unpacked, directory, tls):
     reset_sssd_state(root)
     try:
         install_sssd_conf(root, render_sssd_conf(SSSD_CONFIG, directory.sssd_password), tls["ca.crt"], mode=0o644)
-        rc, out = run_in_root(root, ["sssd", "-i", "--logger=stderr"], timeout=30, netns=directory.netns)
+        rc, out = run_in_root(root, list(SSSD_COMMAND), timeout=30, netns=directory.netns)
         assert rc != 0 and "File ownership and permissions check failed" in out, out
     finally:
         reset_sssd_state(root)
@@ -426,6 +438,54 @@ def test_sssd_answers_from_the_directory(sssd, alice_key):
     # Local accounts still come from files: the directory cannot shadow them.
     rc, out = in_slurm_root(sssd, ["id", "-u", "slurm"])
     assert out.strip() == "64030", out
+
+
+def test_alice_logs_in_over_ssh_with_the_key_from_the_directory(sssd, directory, alice_keypair):
+    """sshd from the Slurm image, keys from sss_ssh_authorizedkeys, host key given at run time."""
+    ssh = _mkdir(sssd / KST / "ssh")
+    # Her home, as the shared home volume will hold it: the session lands there.
+    home = _mkdir(sssd / "home/alice")
+    os.chown(home, 20001, 20001)
+    home.chmod(0o700)
+    sshd = None
+    try:
+        rc, out = in_slurm_root(sssd, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"/{KST}/ssh/host_key"])
+        assert rc == 0, out
+        write(ssh / "known_hosts", "127.0.0.1 " + (ssh / "host_key.pub").read_text())
+        write(ssh / "alice", alice_keypair[1], 0o600)
+        write(ssh / "mallory", ssh_keypair(sssd, "mallory")[1], 0o600)
+        sshd = RootProcess(sssd, [
+            "/usr/sbin/sshd", "-D", "-e", "-h", f"/{KST}/ssh/host_key", "-o", "ListenAddress=127.0.0.1",
+            "-o", "AuthorizedKeysFile=none", "-o", "AuthorizedKeysCommand=/usr/bin/sss_ssh_authorizedkeys %u",
+            "-o", "AuthorizedKeysCommandUser=nobody"], netns=directory.netns, log=ssh.parent / "sshd.log")
+
+        def ssh_as(user: str, key: str, *extra: str) -> tuple[int, str]:
+            return run_in_root(sssd, ["ssh", "-F", "/dev/null", "-i", f"/{KST}/ssh/{key}", "-o", "BatchMode=yes",
+                                      "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile=/{KST}/ssh/known_hosts",
+                                      "-o", "ConnectTimeout=5", *extra, f"{user}@127.0.0.1", "id && pwd"],
+                               timeout=30, netns=directory.netns)
+
+        def alice_logged_in() -> tuple[int, str] | bool:
+            if sshd.proc.poll() is not None:
+                return True  # sshd exited: stop waiting, the assert below shows its log
+            rc, out = ssh_as("alice", "alice")
+            return (rc, out) if rc == 0 else False
+
+        result = wait_for(alice_logged_in, 30, "alice's ssh login", interval=0.5)
+        assert sshd.proc.poll() is None, sshd.output()
+        assert result[1].splitlines() == ["uid=20001(alice) gid=20001(alice) groups=20001(alice),30001(researchers)",
+                                          "/home/alice"], result
+        for user, key in (("alice", "mallory"), ("mallory", "mallory"), ("root", "alice")):
+            rc, out = ssh_as(user, key)
+            assert rc == 255 and "Permission denied (publickey)." in out, (user, key, out)
+        # The server offers public keys only: no password, no keyboard-interactive.
+        rc, out = ssh_as("alice", "mallory", "-o", "PreferredAuthentications=password,keyboard-interactive")
+        assert rc == 255 and "Permission denied (publickey)." in out, out
+    finally:
+        if sshd:
+            sshd.kill()
+        shutil.rmtree(ssh.parent, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_a_user_added_while_sssd_runs_appears_in_bounded_time(sssd, directory):

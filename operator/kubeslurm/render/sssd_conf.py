@@ -19,9 +19,11 @@ reason), and the pod's init container copies it from the Secret volume to
 in an emptyDir (Secret volumes are read-only symlinks whose mode the kubelet
 decides), the way slurm.key is installed. The CA certificate is not secret: it
 may come from a ConfigMap or Secret mounted at `ca_cert_path`. sssd then runs as
-`sssd -i --logger=stderr`; every container that looks users up mounts the same
-/var/lib/sss/pipes (and /var/lib/sss/mc, the in-memory cache) from that pod's
-shared emptyDir, or nss_sss finds no sssd and answers "unavailable" at once.
+SSSD_COMMAND (in the foreground, logging to stderr) as root; its cache
+(/var/lib/sss/db) wants an emptyDir, and every container that looks users up
+mounts the same /var/lib/sss/pipes and /var/lib/sss/mc (the in-memory cache)
+from that pod's shared emptyDirs, or nss_sss finds no sssd and answers
+"unavailable" at once (the image's nsswitch.conf is `files sss`).
 
 TLS is not optional: the bind password and every user's entry cross the
 network, so `ldap://` URIs always use StartTLS and `ldaps://` URIs TLS, both with
@@ -47,6 +49,7 @@ from .templates import render_template
 
 SSSD_CONF_PATH = "/etc/sssd/sssd.conf"
 SSSD_CONF_MODE = 0o600
+SSSD_COMMAND = ("sssd", "-i", "--logger=stderr")
 
 _DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST = rf"(?:{_DNS_LABEL}(?:\.{_DNS_LABEL})*|\[[0-9A-Fa-f:.]+\])"
