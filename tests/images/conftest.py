@@ -1,7 +1,8 @@
-"""Fixtures of the image tier (pytest -m images): the three image tars built by
+"""Fixtures of the image tier (pytest -m images): the image tars built by
 images/build.py (cached by content; the first run takes about 5 minutes), their
 layers unpacked into temporary roots, and a way to run a command in such a root
-in private mount/PID (and optionally network/UTS) namespaces.
+in private mount/PID (and optionally network/UTS) namespaces, or in a named network
+namespace that a test made (`ip netns add`), shared by daemons in different roots.
 
 Needs root (debootstrap, chroot, namespaces). Everything a test starts lives in
 its own PID namespace held by one `unshare` process, so killing that process
@@ -41,7 +42,7 @@ def builder():
 
 @pytest.fixture(scope="session")
 def images(builder, pytestconfig):
-    """{name: Result} of images/build.py for slurm, mariadb and operator."""
+    """{name: Result} of images/build.py for every image it knows (slurm, mariadb, ldap, operator)."""
     if os.geteuid() != 0:
         pytest.skip("the image tier needs root: debootstrap, overlayfs, chroot, namespaces")
     capman = pytestconfig.pluginmanager.getplugin("capturemanager")
