@@ -22,7 +22,7 @@
   root and password/keyboard-interactive logins are refused.
 
 slapd and sssd run chrooted in their unpacked image roots inside one network
-namespace made here (ksl-identity-<pid>), so they talk over its loopback only;
+namespace made here (ksimg-identity-<pid>), so they talk over its loopback only;
 the namespace, its processes and SSSD's state in the Slurm root are removed at
 the end, and namespaces left by killed runs (their pid gone) at the start.
 """
@@ -48,8 +48,9 @@ from tests.images.conftest import RootProcess, run_in_root, wait_for
 pytestmark = pytest.mark.images
 
 # One namespace per test run (pid in the name): a run clears only namespaces whose
-# run is gone, never one that a concurrent run still uses.
-NETNS_PREFIX = "ksl-identity-"
+# run is gone, never one that a concurrent run still uses. Not "ksl-": the
+# real-Slurm tier (tests/slurm/harness.py) deletes every namespace named so.
+NETNS_PREFIX = "ksimg-identity-"
 NETNS = f"{NETNS_PREFIX}{os.getpid()}"
 SUFFIX = "dc=example,dc=org"
 ADMIN_DN = f"cn=admin,{SUFFIX}"
