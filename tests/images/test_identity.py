@@ -370,11 +370,18 @@ def test_ldap_image_archive_and_layer(images, unpacked):
     assert "sshPublicKey" in (root / "etc/ldap/schema/openssh-lpk.ldif").read_text()
 
 
-def test_ldap_entrypoint_refuses_a_suffix_that_would_add_ldif(unpacked):
-    root = unpacked("ldap")
-    for suffix in ["dc=example,dc=org\nolcRootPW: x", "", "dc=exa mple,dc=org]"]:
-        rc, out = run_in_root(root, ["/usr/local/bin/kubeslurm-ldap-entrypoint"], env={"LDAP_SUFFIX": suffix})
-        assert rc != 0 and "LDAP_SUFFIX" in out, out
+@pytest.mark.parametrize("env,named", [
+    ({"LDAP_SUFFIX": "dc=example,dc=org\nolcRootPW: x"}, "LDAP_SUFFIX"),
+    ({"LDAP_SUFFIX": ""}, "LDAP_SUFFIX"),
+    ({"LDAP_SUFFIX": "dc=example,dc=org]"}, "LDAP_SUFFIX"),
+    ({"LDAP_SUFFIX": SUFFIX, "LDAP_ADMIN_DN": f"cn=admin,{SUFFIX}\nolcAccess: to * by * write"}, "LDAP_ADMIN_DN"),
+    ({"LDAP_SUFFIX": SUFFIX, "LDAP_URLS": "ldap:/// $(touch /tmp/x)"}, "LDAP_URLS"),
+    ({"LDAP_SUFFIX": SUFFIX, "LDAP_DEBUG_LEVEL": "256 -f /etc/shadow"}, "LDAP_DEBUG_LEVEL"),
+    ({"LDAP_SUFFIX": SUFFIX, "LDAP_ADMIN_PASSWORD_FILE": "/no/such/file"}, "LDAP_ADMIN_PASSWORD_FILE"),
+])
+def test_ldap_entrypoint_refuses_values_that_would_add_ldif_or_arguments(unpacked, env, named):
+    rc, out = run_in_root(unpacked("ldap"), ["/usr/local/bin/kubeslurm-ldap-entrypoint"], env=env)
+    assert rc != 0 and named in out and "slapd starting" not in out, out
 
 
 def test_directory_serves_the_seed_over_tls_only(directory):
