@@ -4,8 +4,9 @@
   `getent passwd slurm` and an unknown name cost no waiting; the nsswitch lines,
   no ssh host keys, and sshd's effective defaults (root, password and
   keyboard-interactive login off) with a host key given at run time.
-- ldap image: its entrypoint configures slapd from the environment, seeds the
-  directory once from /etc/ldap-seed, serves it over StartTLS and ldaps with a
+- ldap image: its entrypoint refuses environment values that would add LDIF or
+  arguments, runs as root or as openldap, configures slapd from the environment,
+  seeds the directory once from /etc/ldap-seed, serves it over StartTLS and ldaps with a
   CA made here by openssl, refuses plain-text operations and anonymous reads,
   accepts the admin password from a file, runs slapd as openldap, and after a
   restart keeps the data without seeding again.
@@ -382,6 +383,26 @@ def test_ldap_image_archive_and_layer(images, unpacked):
 def test_ldap_entrypoint_refuses_values_that_would_add_ldif_or_arguments(unpacked, env, named):
     rc, out = run_in_root(unpacked("ldap"), ["/usr/local/bin/kubeslurm-ldap-entrypoint"], env=env)
     assert rc != 0 and named in out and "slapd starting" not in out, out
+
+
+def test_ldap_entrypoint_runs_as_a_non_root_user(unpacked, tmp_path):
+    """A pod with runAsUser: no chown, no -u/-g; the image's directories are openldap's."""
+    root = unpacked("ldap")
+    slapd = RootProcess(root, ["/usr/local/bin/kubeslurm-ldap-entrypoint"], userspec="openldap:openldap",
+                        env={"LDAP_SUFFIX": SUFFIX, "LDAP_URLS": "ldapi:///"}, log=tmp_path / "slapd.log")
+    base_entry = ["ldapsearch", "-LLL", "-Q", "-Y", "EXTERNAL", "-H", "ldapi:///", "-b", SUFFIX, "-s", "base", "dc"]
+    try:
+        wait_for(lambda: run_in_root(root, base_entry)[0] == 0 or slapd.proc.poll() is not None, 30,
+                 "slapd started as openldap answering")
+        assert slapd.proc.poll() is None, slapd.output()
+        rc, out = run_in_root(root, base_entry)
+        assert rc == 0 and "dc: example" in out, out  # the suffix entry the entrypoint made
+        assert "seeding a new database" in slapd.output()
+    finally:
+        slapd.kill()
+        # the directory fixture seeds its own database
+        for entry in (root / "var/lib/ldap").iterdir():
+            entry.unlink()
 
 
 def test_directory_serves_the_seed_over_tls_only(directory):
