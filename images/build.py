@@ -3,7 +3,7 @@
 
     images/build.py [--force] [--load [--address SOCK]] [--json] [NAME...]
 
-NAME is slurm, mariadb or operator (default: all three). Each image is
+NAME is slurm, mariadb, ldap or operator (default: all four). Each image is
 
 1. the Debian root that images/build-rootfs.sh builds (and caches) from the
    image's packages.txt,
@@ -107,6 +107,21 @@ IMAGES: dict[str, ImageSpec] = {
             exposed_ports=("3306/tcp",),
             version_package="mariadb-server",
             tag_depths=(1, 2, 3),  # 11, 11.8 and 11.8.x
+        ),
+        ImageSpec(
+            name="ldap",
+            repository="localhost/kubeslurm/ldap",
+            title="kubeslurm LDAP directory",
+            description="Debian trixie's slapd (OpenLDAP) with an entrypoint that configures, seeds and "
+                        "serves one directory, with the openssh-lpk schema",
+            entrypoint=["/usr/local/bin/kubeslurm-ldap-entrypoint"],
+            cmd=["slapd"],
+            # Starts as root to bind 389/636 and own the data volume; slapd drops to openldap (-u/-g).
+            user="0:0",
+            env=[f"PATH={CHROOT_PATH}"],
+            exposed_ports=("389/tcp", "636/tcp"),
+            version_package="slapd",
+            tag_depths=(2, 3),  # 2.6 and 2.6.10
         ),
         ImageSpec(
             name="operator",

@@ -31,6 +31,57 @@ rm -rf /etc/slurm/plugstack.conf.d
 rm -f /etc/munge/munge.key /etc/slurm/slurm.key /etc/slurm/jwt*.key /etc/ssh/ssh_host_*
 : > /etc/machine-id
 
+# Identity: local files first, then SSSD. libnss-sss's postinst edits
+# nsswitch.conf itself; write the lines we rely on so the image says exactly
+# this whatever the package did. Without a running sssd, nss_sss finds no socket
+# in /var/lib/sss/pipes and answers UNAVAIL at once, so an image used without a
+# directory behaves as before. shadow stays files-only: SSSD serves no password
+# hashes (pam_sss authenticates against the directory), and login pods refuse
+# passwords anyway.
+cat > /etc/nsswitch.conf <<'NSS'
+# kubeslurm image (images/slurm/setup.sh): local files, then the directory via SSSD.
+passwd:         files sss
+group:          files sss
+shadow:         files
+gshadow:        files
+hosts:          files dns
+networks:       files
+protocols:      db files
+services:       db files
+ethers:         db files
+rpc:            db files
+netgroup:       nis
+NSS
+chmod 0644 /etc/nsswitch.conf
+
+# SSSD's config comes from a Secret at run time (it may hold the bind password);
+# nothing from the build may be mistaken for it, and its caches start empty.
+rm -f /etc/sssd/sssd.conf /etc/sssd/conf.d/*.conf
+rm -rf /var/lib/sss/db/* /var/lib/sss/mc/* /var/lib/sss/pipes/private/* /var/log/sssd/*
+find /var/lib/sss/pipes -maxdepth 1 -type s -delete
+
+# sshd: its privilege-separation directory (systemd's RuntimeDirectory on a host).
+# Host keys were deleted above: a login pod gets them from a Secret, so a replaced
+# pod presents the same key. sshd takes the first value it reads for an option,
+# so this drop-in, read before any the operator adds, pins what must never be on:
+# password and keyboard-interactive login, and root.
+install -d -o root -g root -m 0755 /run/sshd
+install -d -o root -g root -m 0755 /etc/ssh/sshd_config.d
+cat > /etc/ssh/sshd_config.d/00-kubeslurm-image.conf <<'SSHD'
+# kubeslurm image defaults (images/slurm/setup.sh). sshd keeps the first value it
+# reads for an option, so later drop-ins cannot turn these on again.
+PermitRootLogin no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitEmptyPasswords no
+SSHD
+chmod 0644 /etc/ssh/sshd_config.d/00-kubeslurm-image.conf
+# pam_loginuid writes /proc/self/loginuid, which needs CAP_AUDIT_CONTROL: a pod
+# rarely has it, and "required" would then refuse every login. The audit login
+# uid is worth nothing inside a pod, so the module stays but may fail.
+sed -i 's/^session\([[:space:]]\+\)required\([[:space:]]\+\)pam_loginuid\.so/session\1optional\2pam_loginuid.so/' /etc/pam.d/sshd
+grep -q '^session[[:space:]]\+optional[[:space:]]\+pam_loginuid\.so' /etc/pam.d/sshd
+
 # Users: the image runs as root (uid 0) on purpose. slurmd must be root (it starts
 # every job as the job's user: setuid, cgroups, namespaces); slurmctld and slurmdbd
 # start as root and drop to SlurmUser=slurm (uid 64030, fixed by Debian's

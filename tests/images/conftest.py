@@ -1,7 +1,8 @@
-"""Fixtures of the image tier (pytest -m images): the three image tars built by
+"""Fixtures of the image tier (pytest -m images): the image tars built by
 images/build.py (cached by content; the first run takes about 5 minutes), their
 layers unpacked into temporary roots, and a way to run a command in such a root
-in private mount/PID (and optionally network/UTS) namespaces.
+in private mount/PID (and optionally network/UTS) namespaces, or in a named network
+namespace that a test made (`ip netns add`), shared by daemons in different roots.
 
 Needs root (debootstrap, chroot, namespaces). Everything a test starts lives in
 its own PID namespace held by one `unshare` process, so killing that process
@@ -41,7 +42,7 @@ def builder():
 
 @pytest.fixture(scope="session")
 def images(builder, pytestconfig):
-    """{name: Result} of images/build.py for slurm, mariadb and operator."""
+    """{name: Result} of images/build.py for every image it knows (slurm, mariadb, ldap, operator)."""
     if os.geteuid() != 0:
         pytest.skip("the image tier needs root: debootstrap, overlayfs, chroot, namespaces")
     capman = pytestconfig.pluginmanager.getplugin("capturemanager")
@@ -133,7 +134,7 @@ class RootProcess:
 
     def __init__(self, root: Path, argv: list[str], env: dict[str, str] | None = None,
                  userspec: str | None = None, new_net: bool = False, hostname: str | None = None,
-                 log: Path | None = None):
+                 log: Path | None = None, netns: str | None = None):
         ns = ["--mount", "--pid", "--fork", "--kill-child"]
         if new_net:
             ns.append("--net")
@@ -147,8 +148,11 @@ class RootProcess:
                     "KSL_HOSTNAME": hostname or "", "KSL_LO_UP": "1" if new_net else ""}
         self.log = log
         out = open(log, "wb") if log else subprocess.PIPE
+        # netns: join a named network namespace (`ip netns add`) first, so that
+        # daemons in different roots reach each other on its addresses only.
+        enter = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
         self.proc = subprocess.Popen(
-            ["unshare", *ns, "sh", "-c", _PREPARE, "prepare", str(root), *chroot_args, *argv],
+            [*enter, "unshare", *ns, "sh", "-c", _PREPARE, "prepare", str(root), *chroot_args, *argv],
             env=host_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         if log:
             out.close()

@@ -12,6 +12,8 @@ programs in them really running, without Kubernetes.
 - MariaDB: the entrypoint on an empty data directory with the pod's env; TCP
   opens only once the database and user exist; the pod's readiness probe; a
   restart keeps the data; slurmdbd from the Slurm image creates its tables in it.
+- ldap: the generic checks here; slapd and SSSD running against it are in
+  test_identity.py.
 - operator: `kubeslurm --help` and `kubeslurm render` as uid 65532, same output
   as the host's.
 - containerd (when installed): images/load.sh into a private containerd, then
@@ -43,7 +45,7 @@ from tests.images.conftest import REPO, layer_member, run_in_root, wait_for
 
 pytestmark = pytest.mark.images
 
-NAMES = ["slurm", "mariadb", "operator"]
+NAMES = ["slurm", "mariadb", "ldap", "operator"]
 SLURM_UID = 64030
 MiB = 2**20
 
@@ -70,10 +72,15 @@ def expected(builder) -> dict:
     from kubeslurm.api.slurm_cluster import DEFAULT_MARIADB_IMAGE, DEFAULT_SLURM_IMAGE
 
     return {
+        # 436 MiB seen: Slurm ~125, Open MPI + mpi4py ~255, SSSD (with the python3 that
+        # sssd-common depends on) + sshd ~57.
         "slurm": dict(tag=DEFAULT_SLURM_IMAGE, entrypoint=None, cmd=["/bin/sh"], user="0:0",
-                      version=r"24\.11\.\d+", size=(50, 300)),
+                      version=r"24\.11\.\d+", size=(50, 500)),
         "mariadb": dict(tag=DEFAULT_MARIADB_IMAGE, entrypoint=["/usr/local/bin/kubeslurm-mariadb-entrypoint"],
                         cmd=["mariadbd"], user="0:0", version=r"11\.\d+\.\d+", size=(100, 450)),
+        # The directory for tests and small sites; no API default names it yet.
+        "ldap": dict(tag="localhost/kubeslurm/ldap:2.6", entrypoint=["/usr/local/bin/kubeslurm-ldap-entrypoint"],
+                     cmd=["slapd"], user="0:0", version=r"2\.6\.\d+", size=(60, 250)),
         "operator": dict(tag=operator_image_in_deploy(), entrypoint=["/opt/kubeslurm/bin/kubeslurm"],
                          cmd=["run"], user="65532:65532",
                          version=re.escape(builder.project_version()), size=(60, 400)),
@@ -553,6 +560,7 @@ def test_containerd_imports_and_runs_the_images(containerd, images):
     runs = {
         "slurm": (["slurmctld", "-V"], "slurm-wlm 24.11"),
         "mariadb": (["mariadb-admin", "--version"], "11."),
+        "ldap": (["sh", "-c", "slapd -VV 2>&1"], "slapd 2.6"),
         "operator": (["sh", "-c", "id -u; kubeslurm --help"], "65532"),
     }
     for n, (cmd, want) in runs.items():
