@@ -15,6 +15,7 @@ import base64
 import json
 import re
 import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 
@@ -301,6 +302,45 @@ def test_another_researcher_cannot_read_her_home(story):
     # nor from a job of his on a compute node: the job fails if it can list her home
     job = story.sbatch_to("-p cpu -o /dev/null --wrap 'if ls /home/alice; then exit 1; fi'", user="bob")
     story.wait_jobs([job], timeout=120)
+
+
+# -- a researcher's own Python tooling: submitit ---------------------------------------
+
+# submitit pickles the function into a folder on the shared home, submits it with sbatch and
+# polls sacct; the result comes back through the same folder.
+SUBMITIT_PROGRAM = """import socket
+import submitit
+
+
+def square(x):
+    return x * x, socket.gethostname()
+
+
+executor = submitit.AutoExecutor(folder="/home/alice/submitit/%j")
+executor.update_parameters(slurm_partition="cpu", timeout_min=5)
+job = executor.submit(square, 7)
+print("single", job.job_id, job.result())
+array = executor.map_array(square, [1, 2, 3])
+print("array", " ".join(j.job_id for j in array), [j.result()[0] for j in array], sorted({j.result()[1] for j in array}))
+"""
+SUBMITIT_WHEELS = ("submitit", "cloudpickle", "typing_extensions")
+
+
+def test_submitit_runs_a_function_and_an_array_on_the_nodes_from_the_login_pod(story, tmp_path):
+    """The wheels come from PyPI on the host (the pods need no internet) into alice's shared home."""
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(tmp_path), *SUBMITIT_WHEELS],
+                   check=True, timeout=300)
+    for wheel in sorted(tmp_path.glob("*.whl")):
+        story.kube.run("exec", "-i", "-n", NAMESPACE, LOGIN, "-c", "login", "--", "runuser", "-u", "alice", "--",
+                       "sh", "-c", f"mkdir -p ~/wheels && base64 -d > ~/wheels/{wheel.name}",
+                       input=base64.b64encode(wheel.read_bytes()).decode())
+    story.sh("cd ~/wheels && for w in *.whl; do python3 -m zipfile -e $w ~/pylib; done", user="alice")
+    story.write("~/run_submitit.py", SUBMITIT_PROGRAM)
+    out = story.sh("PYTHONPATH=~/pylib python3 ~/run_submitit.py", user="alice")
+    single = re.search(r"^single (\d+) \(49, '(cpu-\d)'\)$", out, re.M)
+    array = re.search(r"^array (\S+) (\S+) (\S+) \[1, 4, 9\] \[(.*)\]$", out, re.M)
+    assert single and array, out
+    story.submitted += [single.group(1), *array.group(1, 2, 3)]
 
 
 # -- accounting: sacct and fair-share ------------------------------------------------
