@@ -14,7 +14,7 @@ from .render.config_hash import config_hash_key
 from .render.config_files import render_config_files
 from .render.errors import RenderError
 from .render.name_collisions import name_collisions
-from .render.secrets import auth_key_secret, database_password_secret
+from .render.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
 from .render.slurm_pod import unix_users
 from .render.slurmd_node import slurmd_conf_line
 
@@ -80,6 +80,8 @@ def kubernetes_objects_offline(cluster: SlurmCluster, node_sets: list[NodeSet]) 
     objects = [auth_key_secret(cluster, GENERATED_AT_APPLY_TIME.encode())]
     if cluster.spec.accounting.enabled and cluster.spec.accounting.database.internal is not None:
         objects.append(database_password_secret(cluster, GENERATED_AT_APPLY_TIME))
+    if cluster.spec.login.ssh.enabled:
+        objects.append(ssh_host_key_secret(cluster, GENERATED_AT_APPLY_TIME.encode()))
     # The NodeSets themselves are the user's: the ownerReference the operator adds to each is left out.
     objects += [
         obj for obj in desired_objects(

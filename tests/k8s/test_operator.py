@@ -142,7 +142,7 @@ BAD_MANIFESTS = [
     ("podTemplate sidecar", GPU, ["spec", "podTemplate"], {"spec": {"containers": [{"name": "steal"}]}},
      "spec.podTemplate.spec.containers[0].name"),
     ("podTemplate auth key volume", GPU, ["spec", "podTemplate"],
-     {"spec": {"volumes": [{"name": "k", "secret": {"secretName": "research-auth-key"}}]}}, "a kubeslurm cluster's key and passwords"),
+     {"spec": {"volumes": [{"name": "k", "secret": {"secretName": "research-auth-key"}}]}}, "a kubeslurm cluster's keys and passwords"),
     ("podTemplate mount over the key", GPU, ["spec", "podTemplate"],
      {"spec": {"volumes": [{"name": "x", "emptyDir": {}}], "containers": [{"name": "slurmd", "volumeMounts": [{"name": "x", "mountPath": "/etc/slurm"}]}]}},
      "spec.podTemplate.spec.containers[0].volumeMounts[0].mountPath"),

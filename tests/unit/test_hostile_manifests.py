@@ -78,6 +78,7 @@ SITE_STORAGE = {  # every source of spec.storage, as a site with its own claims 
     ],
 }
 STORAGE_CLUSTER = set_path(CLUSTER, "spec.storage", SITE_STORAGE)
+SSH_CLUSTER = set_path(CLUSTER, "spec.login.ssh", {"authorizedKeysSecret": "research-keys", "service": {"type": "NodePort"}})
 NFS_HOME_CLUSTER = set_path(CLUSTER, "spec.storage", {"home": {"nfs": {"server": "10.0.0.5", "path": "/export/home"}}})
 CLAIM_HOME_CLUSTER = set_path(CLUSTER, "spec.storage", {"home": {"existingClaim": {"name": "homes"}}})
 FULL_GPU = set_path(set_path(GPU_NODES, "spec.podTemplate", POD_TEMPLATE), "spec.nodeSelector", {"example.com/gpu": "h100"})
@@ -123,6 +124,8 @@ STRING_FIELDS = [
     ("volume-nfs-server", [STORAGE_CLUSTER], "spec.storage.volumes.2.nfs.server", "nfs.example.org",
      "spec.storage.volumes[2].nfs.server"),
     ("volume-nfs-path", [STORAGE_CLUSTER], "spec.storage.volumes.2.nfs.path", "/export/sw", "spec.storage.volumes[2].nfs.path"),
+    ("ssh-keys-secret", [SSH_CLUSTER], "spec.login.ssh.authorizedKeysSecret", "research-keys", "spec.login.ssh.authorizedKeysSecret"),
+    ("ssh-service-type", [SSH_CLUSTER], "spec.login.ssh.service.type", "NodePort", "spec.login.ssh.service.type"),
     ("half-life", [FULL_CLUSTER], "spec.scheduling.fairShare.decayHalfLife", "7-0", "spec.scheduling.fairShare.decayHalfLife"),
     ("preemption", [FULL_CLUSTER], "spec.scheduling.preemption", "off", "spec.scheduling.preemption"),
     ("account", [FULL_CLUSTER], "spec.accounts.0.name", "vision", "spec.accounts[0].name"),
@@ -303,6 +306,8 @@ def test_every_string_field_is_poisoned():
 
     pod_spec_only = {  # strings that reach only the slurmd pod's spec (as data the API server checks again), no config file or command line
         "spec.podTemplate.metadata.annotations{}", "spec.podTemplate.spec.containers[].env[].value",
+        # the ssh Service's annotations: only its metadata, as data the API server checks again
+        "spec.login.ssh.service.annotations{}",
         "spec.podTemplate.spec.volumes[].configMap.items[].key", "spec.podTemplate.spec.volumes[].configMap.items[].path",
         "spec.podTemplate.spec.volumes[].secret.items[].key", "spec.podTemplate.spec.volumes[].secret.items[].path",
         "spec.podTemplate.spec.volumes[].emptyDir.medium", "spec.podTemplate.spec.volumes[].emptyDir.sizeLimit",
@@ -405,15 +410,15 @@ REFUSED = [
     ("volume-two-sources", _pod({"spec": {"volumes": [{"name": "x", "emptyDir": {}, "nfs": {"server": "a", "path": "/b"}}]}}),
      "spec.podTemplate.spec.volumes[0]", "exactly one"),
     ("auth-key-volume", _pod({"spec": {"volumes": [{"name": "k", "secret": {"secretName": "research-auth-key"}}]}}),
-     "spec.podTemplate.spec.volumes[0].secret.secretName", "key and passwords"),
+     "spec.podTemplate.spec.volumes[0].secret.secretName", "keys and passwords"),
     ("db-password-volume", _pod({"spec": {"volumes": [{"name": "k", "secret": {"secretName": "research-mariadb-password"}}]}}),
-     "spec.podTemplate.spec.volumes[0].secret.secretName", "key and passwords"),
+     "spec.podTemplate.spec.volumes[0].secret.secretName", "keys and passwords"),
     ("slurmdbd-conf-volume", _pod({"spec": {"volumes": [{"name": "k", "secret": {"secretName": "research-slurmdbd-config"}}]}}),
-     "spec.podTemplate.spec.volumes[0].secret.secretName", "key and passwords"),
+     "spec.podTemplate.spec.volumes[0].secret.secretName", "keys and passwords"),
     ("auth-key-env", _slurmd(env=[{"name": "K", "valueFrom": {"secretKeyRef": {"name": "research-auth-key", "key": "slurm.key"}}}]),
-     "spec.podTemplate.spec.containers[0].env[0].valueFrom.secretKeyRef.name", "key and passwords"),
+     "spec.podTemplate.spec.containers[0].env[0].valueFrom.secretKeyRef.name", "keys and passwords"),
     ("another-clusters-key", _pod({"spec": {"volumes": [{"name": "k", "secret": {"secretName": "other-auth-key", "defaultMode": 0o444}}]}}),
-     "spec.podTemplate.spec.volumes[0].secret.secretName", "key and passwords"),
+     "spec.podTemplate.spec.volumes[0].secret.secretName", "keys and passwords"),
     ("running-jobs-label", _pod({"metadata": {"labels": {"kubeslurm.io/running-jobs": "true"}}}),
      "spec.podTemplate.metadata.labels.kubeslurm.io/running-jobs", "operator's"),
     ("config-hash-annotation", _pod({"metadata": {"annotations": {"kubeslurm.io/config-hash": "x"}}}),

@@ -19,7 +19,8 @@ from kubeslurm.reconcile.cluster_reconcile import ClusterReconciler
 from kubeslurm.reconcile.run_state import Run, StepFailed
 from kubeslurm.render.cluster_objects import cluster_objects
 from kubeslurm.render.config_hash import CONFIG_HASH_ANNOTATION, config_hash_key, keyed_config_hash
-from kubeslurm.render.secrets import auth_key_secret, database_password_secret
+from kubeslurm.reconcile.ssh_host_key import host_key_problem, new_host_key, public_host_key
+from kubeslurm.render.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
 from kubeslurm.render.slurmdbd_conf import render_slurmdbd_conf, storage_password_problem
 
 from .manifests import contract_documents, load_with_uids, set_path, with_uid
@@ -27,6 +28,7 @@ from .manifests import contract_documents, load_with_uids, set_path, with_uid
 CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
 KEY = bytes(range(256)) * 4
 PASSWORD = "s3cret-Password-value"
+HOST_KEY = new_host_key()
 UID = with_uid(CLUSTER)["metadata"]["uid"]
 EXTERNAL = {"external": {"host": "db.example.org", "passwordSecretRef": {"name": "site-db", "key": "pw"}}}
 
@@ -265,7 +267,8 @@ def ensure(api: SecretsOnlyApi, document=CLUSTER) -> Run:
 def test_a_new_cluster_gets_its_key_and_password_owned_by_it():
     api = SecretsOnlyApi()
     run = ensure(api)
-    assert api.created == ["research-auth-key", "research-mariadb-password"]
+    assert api.created == ["research-auth-key", "research-mariadb-password", "research-ssh-host-keys"]
+    assert host_key_problem(base64.b64decode(api.secrets["research-ssh-host-keys"]["data"]["ssh_host_ed25519_key"])) is None
     key = base64.b64decode(api.secrets["research-auth-key"]["data"]["slurm.key"])
     assert len(key) == 1024 and run.config_hash_key == config_hash_key(key)
     for name in api.created:
@@ -276,7 +279,8 @@ def test_a_new_cluster_gets_its_key_and_password_owned_by_it():
 
 def test_the_cluster_s_own_secrets_are_read_not_made_again():
     cluster, _ = load_with_uids(CLUSTER)
-    api = SecretsOnlyApi(auth_key_secret(cluster, KEY), database_password_secret(cluster, PASSWORD))
+    api = SecretsOnlyApi(auth_key_secret(cluster, KEY), database_password_secret(cluster, PASSWORD),
+                         ssh_host_key_secret(cluster, HOST_KEY))
     run = ensure(api)
     assert api.created == [] and run.database_password == PASSWORD and run.config_hash_key == config_hash_key(KEY)
 
@@ -295,7 +299,41 @@ def test_an_external_database_gets_a_key_but_no_generated_password():
     external = set_path(CLUSTER, "spec.accounting.database", EXTERNAL)
     api = SecretsOnlyApi(secret("site-db", {"pw": b"site-db-password"}))
     run = ensure(api, external)
-    assert api.created == ["research-auth-key"] and run.database_password == "site-db-password"
+    assert api.created == ["research-auth-key", "research-ssh-host-keys"] and run.database_password == "site-db-password"
+
+
+def test_without_ssh_no_host_key_is_made():
+    api = SecretsOnlyApi()
+    ensure(api, set_path(CLUSTER, "spec.login.ssh.enabled", False))
+    assert api.created == ["research-auth-key", "research-mariadb-password"]
+
+
+@pytest.mark.parametrize("data,problem", [
+    ({}, "holds no host key"),
+    ({"ssh_host_ed25519_key": b"not a key"}, "holds no unencrypted OpenSSH private key"),
+])
+def test_a_host_key_secret_sshd_cannot_use_is_refused_and_kept(data, problem):
+    cluster, _ = load_with_uids(CLUSTER)
+    broken = ssh_host_key_secret(cluster, b"x")
+    broken["data"] = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    api = SecretsOnlyApi(auth_key_secret(cluster, KEY), database_password_secret(cluster, PASSWORD), broken)
+    with refused("InvalidSecret", f"Secret hpc/research-ssh-host-keys {problem}"):
+        ensure(api)
+    assert api.created == []
+
+
+def test_a_planted_host_key_is_refused():
+    planted = secret("research-ssh-host-keys", {"ssh_host_ed25519_key": HOST_KEY})
+    api = SecretsOnlyApi(planted)
+    with refused("UntrustedSecret", "Secret hpc/research-ssh-host-keys"):
+        ensure(api)
+    assert api.created == []
+
+
+def test_the_host_key_is_ed25519_in_openssh_format_and_new_each_time():
+    first, second = new_host_key(), new_host_key()
+    assert first.startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----") and first != second
+    assert public_host_key(first).startswith("ssh-ed25519 AAAA")
 
 
 def test_an_external_database_naming_another_cluster_s_key_creates_nothing():

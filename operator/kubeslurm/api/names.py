@@ -78,6 +78,10 @@ MOUNT_PATH_PATTERN = rf"^(/{_PATH_COMPONENT})+$"
 # The same, relative (a subPath, a file inside a volume).
 RELATIVE_PATH_PATTERN = rf"^{_PATH_COMPONENT}(/{_PATH_COMPONENT})*$"
 
+# A Kubernetes annotation value as kubeslurm passes it on: any text on one line (load balancer
+# settings, JSON), no control characters.
+ANNOTATION_VALUE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+
 # What each pattern admits, in words: the manifest loader says this instead of the regex.
 PATTERN_HELP = {
     DNS_LABEL_PATTERN: "a DNS label: lower-case letters, digits and '-', starting with a letter and not ending with '-'",
@@ -97,6 +101,7 @@ PATTERN_HELP = {
     ENV_NAME_PATTERN: "letters, digits, '_', '-' and '.', not starting with a digit",
     MOUNT_PATH_PATTERN: "an absolute path of letters, digits and _.@+=,- with no '.' or '..' component and no trailing '/'",
     RELATIVE_PATH_PATTERN: "a relative path of letters, digits and _.@+=,- with no '.' or '..' component",
+    ANNOTATION_VALUE_PATTERN: "one line of text without control characters",
     SLURM_CONF_KEY_PATTERN: SLURM_CONF_KEY_HELP,
     SLURM_CONF_VALUE_PATTERN: SLURM_CONF_VALUE_HELP,
 }

@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .base import KubeModel, SubfieldError
 from .conditions import CONDITIONS_LIST, Condition
 from .names import (
+    ANNOTATION_VALUE_PATTERN,
     DATABASE_NAME_PATTERN,
     DATABASE_USER_PATTERN,
     DNS_LABEL_PATTERN,
@@ -164,8 +165,40 @@ class AccountingSpec(KubeModel):
     database: DatabaseSpec = Field(default_factory=_default_database, description="Where slurmdbd keeps its records: internal (default) or external.")
 
 
+class LoginService(KubeModel):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        default="ClusterIP", description="How researchers reach sshd: the Service `<cluster>-ssh` on port 22.")
+    node_port: int | None = Field(default=None, ge=30000, le=32767, description="A fixed nodePort (type NodePort or LoadBalancer).")
+    annotations: dict[
+        Annotated[str, Field(max_length=MAX_LABEL_KEY, pattern=LABEL_KEY_PATTERN)],
+        Annotated[str, Field(max_length=1024, pattern=ANNOTATION_VALUE_PATTERN)],
+    ] = Field(default_factory=dict, max_length=32, description="Annotations of the Service (load balancer settings).")
+
+    @model_validator(mode="after")
+    def _node_port_needs_its_type(self):
+        if self.node_port is not None and self.type == "ClusterIP":
+            raise SubfieldError("nodePort", "a ClusterIP Service has no node port: set type NodePort or LoadBalancer, or remove nodePort")
+        return self
+
+
+class LoginSsh(KubeModel):
+    enabled: bool = Field(default=True, description="Run sshd in the login pods: researchers log in with `ssh <user>@<login Service>`.")
+    authorized_keys_secret: str | None = Field(
+        default=None, min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN,
+        description=(
+            "A Secret in the SlurmCluster's namespace whose keys are user names and whose values are their "
+            "authorized_keys lines (ssh public keys). Unset: nobody can log in with a key yet."
+        ),
+    )
+    service: LoginService = Field(default_factory=LoginService, description="The Service in front of the login pods' sshd.")
+
+
 class LoginSpec(KubeModel):
     replicas: int = Field(default=1, ge=0, le=MAX_LOGIN_REPLICAS, description="Login pods (`<cluster>-login-N`) with sbatch, srun, squeue.")
+    ssh: LoginSsh = Field(
+        default_factory=LoginSsh,
+        description="sshd in the login pods: key login only, never as root or with a password; host keys generated once.",
+    )
 
 
 class FairShare(KubeModel):

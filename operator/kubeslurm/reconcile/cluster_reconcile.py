@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 from .. import ownership
 from ..api import ManifestError, SlurmCluster, parse_object
 from ..render import naming
-from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects
+from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects, ssh_host_key_secret
 from ..render.config_hash import config_hash_key
 from ..render.errors import RenderError
 from ..render.name_collisions import name_collisions, object_label
@@ -34,6 +34,7 @@ from .run_state import NodeSetState, Run, StepFailed
 from .scale_down import plan_scale
 from .slurm_control import SlurmCommandError, SlurmControl, jobs_holding
 from .slurm_sync import sync_slurm
+from .ssh_host_key import new_host_key
 from .status import write_status
 from .storage_check import claim_problems, named_claims, node_set_mount_conflict
 
@@ -152,7 +153,7 @@ class ClusterReconciler:
                 state.model, state.error = None, f"{label}: {errors[label]}"
 
     def ensure_secrets(self, run: Run) -> None:
-        """The auth key and the database password: used when the cluster owns them (or, for an
+        """The auth key, the database password and the ssh host key: used when the cluster owns them (or, for an
         external database, the spec names them), generated once when absent, and otherwise
         refused (secret_trust): the step fails naming the Secret, and nothing is created."""
         cluster = run.cluster
@@ -170,6 +171,12 @@ class ClusterReconciler:
             if generated is not None:
                 run.database_password = secret_trust.generated_database_password(generated, run.raw)
             generate_password = generated is None
+        generate_host_key = False
+        if cluster.spec.login.ssh.enabled:
+            host_key = self.api.get(ownership.SECRET, ns, naming.ssh_host_key_secret(name))
+            if host_key is not None:
+                secret_trust.ssh_host_key(host_key, run.raw)
+            generate_host_key = host_key is None
         # Only once nothing was refused: a refused Secret leaves the cluster with nothing half made.
         if auth_key is None:
             auth_key = secrets.token_bytes(AUTH_KEY_BYTES)
@@ -178,6 +185,9 @@ class ClusterReconciler:
         if generate_password:
             run.database_password = secrets.token_urlsafe(24)
             self.api.create(database_password_secret(cluster, run.database_password))
+        if generate_host_key:
+            self.api.create(ssh_host_key_secret(cluster, new_host_key()))
+            self.events.normal(run.raw, "SshHostKeyCreated", "generated the login pods' ssh host key Secret")
         run.config_hash_key = config_hash_key(auth_key)
 
     def observe_kubernetes(self, run: Run) -> None:

@@ -23,9 +23,10 @@ import binascii
 from .. import ownership
 from ..api import GROUP
 from ..api.pod_template import CLUSTER_SECRET_SUFFIXES
-from ..render.secrets import AUTH_KEY_BYTES, AUTH_KEY_FILE, DATABASE_PASSWORD_KEY, MIN_AUTH_KEY_BYTES
+from ..render.secrets import AUTH_KEY_BYTES, AUTH_KEY_FILE, DATABASE_PASSWORD_KEY, MIN_AUTH_KEY_BYTES, SSH_HOST_KEY_FILE
 from ..render.slurmdbd_conf import storage_password_problem
 from .run_state import StepFailed
+from .ssh_host_key import host_key_problem
 
 STEP = "EnsureSecrets"
 UNTRUSTED = "UntrustedSecret"
@@ -106,6 +107,18 @@ def generated_database_password(secret: dict, cluster_raw: dict) -> str:
             "again (a database that already exists keeps the password it was created with)",
         )
     return _password(secret, DATABASE_PASSWORD_KEY, "", "delete the Secret so the operator generates the password again")
+
+
+def ssh_host_key(secret: dict, cluster_raw: dict) -> None:
+    """The login pods' host key Secret is used once it is the cluster's and holds a usable key."""
+    require_cluster_owned(secret, cluster_raw)
+    problem = host_key_problem(_data(secret, SSH_HOST_KEY_FILE))
+    if problem:
+        raise StepFailed(
+            STEP, INVALID,
+            f"{_label(secret)} {problem} under {SSH_HOST_KEY_FILE!r}: delete it and the operator generates a new one "
+            "(researchers will see the login node's host key change once)",
+        )
 
 
 def is_operator_secret(secret: dict) -> bool:

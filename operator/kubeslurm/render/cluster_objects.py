@@ -24,7 +24,7 @@ from .disruption_budgets import controller_disruption_budget, running_jobs_disru
 from .login_statefulset import login_stateful_set
 from .mariadb_statefulset import mariadb_data_claim, mariadb_network_policy, mariadb_stateful_set
 from .metadata import owner_reference, owned_by_cluster
-from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret
+from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret, ssh_host_key_secret
 from .services import (
     accounting_service,
     controller_address_services,
@@ -34,12 +34,16 @@ from .services import (
     mariadb_service,
     node_set_service,
     slurmdbd_address_service,
+    ssh_service,
 )
 from .shared_storage import storage_claims
 from .slurmd_statefulset import slurmd_stateful_set
 from .slurmdbd_conf import render_slurmdbd_conf
 
-__all__ = ["auth_key_secret", "cluster_objects", "database_password_secret", "desired_objects", "node_set_objects", "owner_reference"]
+__all__ = [
+    "auth_key_secret", "cluster_objects", "database_password_secret", "desired_objects", "node_set_objects", "owner_reference",
+    "ssh_host_key_secret",
+]
 
 
 def desired_objects(
@@ -130,6 +134,8 @@ def cluster_objects(
             ]
     objects += storage_claims(cluster)
     objects += [login_service(cluster), login_stateful_set(cluster, users=users)]
+    if cluster.spec.login.ssh.enabled:
+        objects.append(ssh_service(cluster))
     return objects
 
 

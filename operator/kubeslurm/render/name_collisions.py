@@ -54,6 +54,8 @@ def cluster_derived_names(cluster: str) -> list[DerivedName]:
         # spec.storage.home.newClaim; the claims of spec.storage.volumes (<cluster>-shared-<name>)
         # are not host names, and an existing object of their name is refused at apply (ObjectNotOurs).
         DerivedName(naming.home_claim(cluster), f"the shared home claim {of}"),
+        DerivedName(naming.ssh_service(cluster), f"the ssh Service {of}"),
+        DerivedName(naming.ssh_host_key_secret(cluster), f"the ssh host key Secret {of}"),
     ]
     for ordinal, host in enumerate(naming.controller_hosts(cluster, backup=True)):
         names.append(DerivedName(host.name, f"controller pod {ordinal} {of}"))

@@ -13,6 +13,7 @@ SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 MARIADB_PORT = 3306
+SSH_PORT = 22
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,15 @@ def slurmdbd_secret(cluster: str) -> str:
 
 def database_password_secret(cluster: str) -> str:
     return f"{cluster}-mariadb-password"
+
+
+def ssh_service(cluster: str) -> str:
+    """The Service researchers ssh to (the login pods' sshd)."""
+    return f"{cluster}-ssh"
+
+
+def ssh_host_key_secret(cluster: str) -> str:
+    return f"{cluster}-ssh-host-keys"
 
 
 def home_claim(cluster: str) -> str:

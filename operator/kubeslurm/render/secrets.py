@@ -17,6 +17,7 @@ AUTH_KEY_FILE = "slurm.key"
 AUTH_KEY_BYTES = 1024  # what the handler generates
 MIN_AUTH_KEY_BYTES = 32  # auth/slurm needs at least this many random bytes
 DATABASE_PASSWORD_KEY = "password"
+SSH_HOST_KEY_FILE = "ssh_host_ed25519_key"
 SLURMDBD_CONF_FILE = "slurmdbd.conf"
 
 
@@ -60,3 +61,9 @@ def slurmdbd_config_secret(cluster: SlurmCluster, slurmdbd_conf: str) -> dict:
         cluster, naming.slurmdbd_secret(cluster.metadata.name), labels.ACCOUNTING,
         {SLURMDBD_CONF_FILE: slurmdbd_conf}, immutable=False,
     )
+
+
+def ssh_host_key_secret(cluster: SlurmCluster, private_key: bytes) -> dict:
+    """The login pods' sshd host key (OpenSSH format), generated once: every login pod, also a
+    replaced or an added one, presents the same key, so researchers never see a host-key warning."""
+    return _secret(cluster, naming.ssh_host_key_secret(cluster.metadata.name), labels.LOGIN, {SSH_HOST_KEY_FILE: private_key}, True)

@@ -5,6 +5,8 @@ the pod's DNS search path, which is how slurmctld reaches slurmd and login pods.
 slurmctld pod also gets a ClusterIP Service (SlurmctldHost's address, slurmd's and
 sackd's --conf-server), and so do slurmdbd (AccountingStorageHost) and the internal
 database (StorageHost): a virtual IP survives the pod, see naming.controller_hosts.
+The ssh Service (`<cluster>-ssh`) is the one researchers use: port 22 of the login pods,
+ClusterIP, NodePort or LoadBalancer as spec.login.ssh.service says.
 """
 
 from ..api import NodeSet, SlurmCluster
@@ -104,6 +106,23 @@ def login_service(cluster: SlurmCluster) -> dict:
     # No ports: it exists for the pods' DNS names (srun's slurmd connections come back to them).
     name = cluster.metadata.name
     return _headless_service(naming.login_service(name), cluster, name, labels.LOGIN, [], publish_not_ready=True)
+
+
+def ssh_service(cluster: SlurmCluster) -> dict:
+    """Where researchers ssh to: port 22 of every login pod, of the type the spec asks for."""
+    name = cluster.metadata.name
+    service = cluster.spec.login.ssh.service
+    port = {"name": "ssh", "port": naming.SSH_PORT, "targetPort": naming.SSH_PORT, "protocol": "TCP"}
+    if service.node_port is not None:
+        port["nodePort"] = service.node_port
+    metadata = object_meta(naming.ssh_service(name), cluster, labels.object_labels(name, labels.LOGIN),
+                           annotations=dict(service.annotations) or None)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {"type": service.type, "selector": labels.selector_labels(name, labels.LOGIN), "ports": [port]},
+    }
 
 
 def node_set_service(node_set: NodeSet) -> dict:
