@@ -304,6 +304,80 @@ def test_another_researcher_cannot_read_her_home(story):
     story.wait_jobs([job], timeout=120)
 
 
+# -- ssh: researchers log in as themselves, from outside every pod -----------------------
+
+
+class Ssh:
+    """The ssh client of this host, with one known_hosts file and strict host-key checking."""
+
+    def __init__(self, directory, address: str, port: int):
+        self.directory, self.address, self.port = directory, address, port
+        self.known_hosts = directory / "known_hosts"
+
+    def run(self, user: str, key, command: str, first: bool = False) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["ssh", "-p", str(self.port), "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+             "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "ConnectTimeout=10",
+             "-o", f"StrictHostKeyChecking={'accept-new' if first else 'yes'}", f"{user}@{self.address}", command],
+            capture_output=True, text=True, timeout=300)
+
+
+def _key_pair(directory, name: str):
+    key = directory / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+    return key
+
+
+def test_a_researcher_logs_in_with_ssh_as_herself_and_submits(story, tmp_path):
+    alice_key, stranger_key = _key_pair(tmp_path, "alice"), _key_pair(tmp_path, "stranger")
+    # the site's keys Secret: alice's key, and the same key offered for root (which must still be refused)
+    story.kube.run("create", "secret", "generic", "research-keys", "-n", NAMESPACE,
+                   f"--from-file=alice={tmp_path / 'alice.pub'}", f"--from-file=root={tmp_path / 'alice.pub'}")
+    patch = {"spec": {"login": {"ssh": {"authorizedKeysSecret": "research-keys", "service": {"type": "NodePort"}}}}}
+    story.kube.run("patch", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+
+    def rolled():
+        pod = story.pod(LOGIN)
+        volumes = {v["name"]: v for v in (pod or {}).get("spec", {}).get("volumes", [])}
+        keys = volumes.get("authorized-keys", {}).get("secret", {}).get("secretName")
+        return keys == "research-keys" and pod_ready(pod), keys
+    wait_for(rolled, 300, "the login pod with the keys Secret, Ready")
+    service = wait_for(lambda: ((svc := story.kube.get("service", f"{CLUSTER}-ssh", "-n", NAMESPACE))
+                                and svc["spec"]["type"] == "NodePort", svc), 120, "the ssh Service as NodePort")
+    node_port = service["spec"]["ports"][0]["nodePort"]
+    node = story.kube.get("nodes")["items"][0]
+    address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    ssh = Ssh(tmp_path, address, node_port)
+    first = wait_for(lambda: ((r := ssh.run("alice", alice_key, "id -un; pwd; sinfo -h -o %P", first=True)).returncode == 0,
+                              r.stdout + r.stderr), 120, f"ssh alice@{address}:{node_port}")
+    assert first.split()[:2] == ["alice", "/home/alice"] and "cpu" in first, first
+    # the host key the operator generated, nothing else, is what the client now trusts
+    secret = story.kube.get("secret", f"{CLUSTER}-ssh-host-keys", "-n", NAMESPACE)
+    host_key = base64.b64decode(secret["data"]["ssh_host_ed25519_key"])
+    from kubeslurm.reconcile.ssh_host_key import public_host_key
+    assert public_host_key(host_key).split()[1] in ssh.known_hosts.read_text()
+    job = ssh.run("alice", alice_key, "sbatch --parsable --wait -p cpu -o ~/ssh-%j.out --wrap 'id -un'")
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().splitlines()[-1]
+    story.submitted.append(job_id)
+    listed = ssh.run("alice", alice_key, f"cat ~/ssh-{job_id}.out; squeue -h -u alice; sacct -n -X -j {job_id} -o User,State -P")
+    assert listed.stdout.split() == ["alice", "alice|COMPLETED"], listed.stdout + listed.stderr
+    # refused: a key nobody registered, root (even with a registered key), a password, a user without keys
+    for user, key in (("alice", stranger_key), ("root", alice_key), ("bob", alice_key)):
+        refused = ssh.run(user, key, "id")
+        assert refused.returncode == 255 and "Permission denied" in refused.stderr, (user, refused.stderr)
+    password = subprocess.run(
+        ["ssh", "-p", str(node_port), "-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password,keyboard-interactive",
+         "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={ssh.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+         f"alice@{address}", "id"], capture_output=True, text=True, timeout=60)
+    assert password.returncode == 255 and "Permission denied (publickey)" in password.stderr, password.stderr
+    # a new login pod presents the same host key: strict checking passes without a warning
+    story.replace_pod(LOGIN)
+    again = wait_for(lambda: ((r := ssh.run("alice", alice_key, "id -un")).returncode == 0, r.stdout + r.stderr),
+                     120, "ssh to the new login pod with strict host-key checking")
+    assert again.strip() == "alice"
+
+
 # -- a researcher's own Python tooling: submitit ---------------------------------------
 
 # submitit pickles the function into a folder on the shared home, submits it with sbatch and
@@ -566,6 +640,7 @@ def _left(story) -> list[str]:
 
 
 def test_deleting_the_cluster_removes_every_object_but_the_homes(story):
+    story.kube.run("delete", "secret", "research-keys", "-n", NAMESPACE, "--ignore-not-found")  # the site's own
     story.kube.run("delete", "slurmcluster", CLUSTER, "-n", NAMESPACE, "--timeout=300s")
     story.kube.run("delete", "nodesets", "--all", "-n", NAMESPACE, "--timeout=300s")
     # the home claim holds the researchers' files: kept (spec.storage.home.newClaim.keepOnDelete)

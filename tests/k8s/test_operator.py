@@ -619,3 +619,26 @@ def test_an_operator_made_home_claim_outlives_its_cluster_and_comes_back_with_it
     apply_example(cp, namespace, docs)
     eventually(lambda: (get(cp, "pvc", "research-home", namespace)["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "SlurmCluster",
                what="the claim owned by the cluster")
+
+
+def test_the_ssh_host_key_is_made_once_and_the_service_has_the_type_asked_for(operator, control_plane, namespace):
+    cp = control_plane
+    docs = documents_in(namespace)
+    docs[0]["spec"]["login"]["ssh"] = {"service": {"type": "NodePort", "annotations": {"example.com/lb": "internal"}}}
+    apply_example(cp, namespace, docs)
+    secret = eventually(lambda: get(cp, "secret", "research-ssh-host-keys", namespace), what="the host key Secret")
+    assert secret["immutable"] is True and list(secret["data"]) == ["ssh_host_ed25519_key"]
+    service = eventually(lambda: get(cp, "service", "research-ssh", namespace), what="the ssh Service")
+    assert service["spec"]["type"] == "NodePort" and service["spec"]["ports"][0]["port"] == 22
+    assert service["metadata"]["annotations"]["example.com/lb"] == "internal"
+    # a spec change re-renders the login pods, never the key
+    docs[0]["spec"]["login"]["replicas"] = 2
+    apply_example(cp, namespace, docs)
+    eventually(lambda: get(cp, "statefulset", "research-login", namespace)["spec"]["replicas"] == 2, what="2 login pods")
+    assert get(cp, "secret", "research-ssh-host-keys", namespace)["metadata"]["uid"] == secret["metadata"]["uid"]
+    # ssh off: the Service goes (pruned), the login pods run no sshd
+    docs[0]["spec"]["login"]["ssh"] = {"enabled": False}
+    apply_example(cp, namespace, docs)
+    eventually(lambda: get(cp, "service", "research-ssh", namespace) is None, what="the ssh Service pruned")
+    login = get(cp, "statefulset", "research-login", namespace)["spec"]["template"]["spec"]["containers"][0]
+    assert login["command"] == ["sleep", "infinity"]
