@@ -42,19 +42,19 @@ test-e2e: venv cluster-deps
 .PHONY: test-cluster test-e2e cluster-up cluster-down cluster-status cluster-deps
 ## a local Kubernetes cluster on this machine (root); prints the kubeconfig path. Idempotent.
 cluster-up: venv cluster-deps
-	$(PY) -m e2e.cluster up
+	$(PY) -m testbed.local_cluster up
 
 ## stop it: no process, mount, namespace, bridge or iptables rule of it stays
 cluster-down: venv
-	$(PY) -m e2e.cluster down
+	$(PY) -m testbed.local_cluster down
 
 ## kubeconfig path, daemons with their memory, nodes and pods
 cluster-status: venv
-	$(PY) -m e2e.cluster status
+	$(PY) -m testbed.local_cluster status
 
 ## the Debian packages the local cluster runs (containerd, runc, CNI plugins, ...)
 cluster-deps:
-	bash e2e/cluster/install-deps.sh
+	bash testbed/local_cluster/install-deps.sh
 
 ## the helm charts: lint, render, bad values refused, install/upgrade/uninstall against the tier-3 API server
 test-helm: venv
@@ -95,8 +95,8 @@ bench-cluster: venv cluster-deps
 ## the whole user story: cluster (yours via KUBECONFIG, else the local one), images, operator,
 ## examples/demo.yaml, jobs as alice in the login pod; prints timings and what to try next
 demo: venv
-	$(PY) -m e2e.demo up
+	$(PY) -m testbed.demo up
 
 ## remove what `make demo` made: the SlurmCluster, the operator, and the local cluster if demo started it
 demo-down: venv
-	$(PY) -m e2e.demo down
+	$(PY) -m testbed.demo down

@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from benchmarks import job_throughput  # noqa: E402
-from e2e import deployment  # noqa: E402
-from e2e.deployment import OPERATOR_NAMESPACE, OPERATOR_RELEASE, Kube  # noqa: E402
+from testbed import deployment  # noqa: E402
+from testbed.deployment import OPERATOR_NAMESPACE, OPERATOR_RELEASE  # noqa: E402
+from testbed.kubectl import Kube  # noqa: E402
 
 NAMESPACE = "bench"
 IDLE_SAMPLE_SECONDS = 30
@@ -140,12 +141,6 @@ def kubernetes_half(kube: Kube, local: bool, manifest: Path, jobs: int) -> dict:
     return result
 
 
-def local_cluster():
-    from e2e.cluster.local_cluster import LocalCluster
-
-    return LocalCluster(nodes=NODES)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", type=Path, default=ROOT / "examples" / "demo.yaml")
@@ -155,20 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.chdir(ROOT)
 
-    started = None
     if args.kubeconfig:
-        kube, local = Kube(args.kubeconfig), False
+        k8s = kubernetes_half(Kube(args.kubeconfig), False, args.manifest, args.jobs)
     else:
-        cluster = local_cluster()
-        if not cluster.is_healthy():
-            cluster.up()
-            started = cluster
-        kube, local = Kube(str(cluster.kubeconfig_path)), True
-    try:
-        k8s = kubernetes_half(kube, local, args.manifest, args.jobs)
-    finally:
-        if started is not None:
-            started.down()
+        from testbed.local_cluster import running_local_cluster
+
+        with running_local_cluster(NODES) as cluster:
+            k8s = kubernetes_half(Kube(str(cluster.kubeconfig_path)), True, args.manifest, args.jobs)
 
     from benchmarks.native_slurm import run_native_bench
 

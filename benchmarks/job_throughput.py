@@ -1,7 +1,7 @@
 """The job mix of the Slurm-on-Kubernetes vs. native Slurm benchmark, shared by both halves.
 
 Both halves run the very same /bin/sh scripts as the same user on a login host (a
-login pod in Kubernetes, the harness's login namespace natively), so the only
+login pod in Kubernetes, the native Slurm cluster's login host), so the only
 difference is where Slurm runs:
 
 - `submit_script(jobs, partition)`: submits JOBS trivial batch jobs as fast as one

@@ -3,14 +3,14 @@
 A manifest (SlurmCluster + NodeSets, e.g. examples/demo.yaml) is rendered by kubeslurm
 exactly as the operator renders it, and run by real slurmctld, slurmd, slurmdbd, MariaDB
 and a login host with sackd, each in its own network namespace (the real-Slurm test
-tier's harness, tests/slurm/harness.py; no Kubernetes). Then the job mix of
+tier's native Slurm cluster, testbed/native_slurm; no Kubernetes). Then the job mix of
 benchmarks/job_throughput.py runs as USER on the login host, like the Kubernetes half
 runs it in the login pod.
 
     sudo .venv/bin/python benchmarks/native_slurm.py [--manifest examples/demo.yaml] [--jobs 200]
 
 prints a JSON object. Needs root (namespaces, overlayfs); the first run builds the
-cached root filesystem (debootstrap, a few minutes). Only one harness cluster can run
+cached root filesystem (debootstrap, a few minutes). Only one native Slurm cluster can run
 on a machine at a time: do not run it together with the real-Slurm test tier.
 """
 
@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if __name__ == "__main__":  # run as a script: make `benchmarks` and `tests` importable
+if __name__ == "__main__":  # run as a script: make `benchmarks` and `testbed` importable
     sys.path.insert(0, str(REPO))
 
 from benchmarks.job_throughput import measure_throughput  # noqa: E402
 from kubeslurm.render.accounting_commands import accounting_commands  # noqa: E402
-from tests.slurm import harness  # noqa: E402
-from tests.slurm.rendered_cluster import account_users, load, native_cluster, read_documents, slurm_control  # noqa: E402
+from testbed import native_slurm  # noqa: E402
+from testbed.native_slurm.rendered import account_users, load, native_cluster, read_documents, slurm_control  # noqa: E402
 
 
 def _log(msg: str) -> None:
@@ -38,7 +38,7 @@ def _log(msg: str) -> None:
 
 def run_native_bench(manifest: Path, jobs: int = 200, partition: str = "cpu", user: str = "alice") -> dict:
     """Start the Slurm topology that `manifest` (SlurmCluster + NodeSets YAML, e.g. examples/demo.yaml) describes,
-    natively: the rendered configs of kubeslurm on real daemons in network namespaces (tests/slurm/harness.py
+    natively: the rendered configs of kubeslurm on real daemons in network namespaces (testbed/native_slurm
     NativeSlurmCluster, with a login host running sackd). Returns
     {"start_to_idle_s": float,   # from starting the daemons (after the rootfs is available) to every node idle in sinfo
      "jobs": int, "throughput_jobs_per_s": float, "jobs_completed": int}  # jobs COMPLETED per sacct
@@ -51,13 +51,13 @@ def run_native_bench(manifest: Path, jobs: int = 200, partition: str = "cpu", us
     if partition not in {p.name for p in model.spec.partitions}:
         raise ValueError(f"{manifest}: no partition {partition!r}")
 
-    rootfs = harness.build_rootfs()  # cached after the first run
+    rootfs = native_slurm.build_rootfs()  # cached after the first run
     cluster = native_cluster(rootfs, model, node_sets, name="bench")
     try:
         _log(f"starting {model.metadata.name}: {len(cluster.nodes)} nodes"
              f" ({', '.join(n.name for n in cluster.nodes)}), login, slurmdbd, MariaDB")
         cluster.start()
-        # Measured by the harness from the start of the hosts (its t0) to every node idle in sinfo.
+        # Measured by NativeSlurmCluster from the start of the hosts (its t0) to every node idle in sinfo.
         start_to_idle = cluster.timings["nodes_idle"]
         _log("up: " + ", ".join(f"{k} {v:.1f}s" for k, v in cluster.timings.items()))
         # The operator's step before users can submit: the accounts of spec.accounts.

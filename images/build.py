@@ -51,6 +51,7 @@ BUILD_ROOTFS = HERE / "build-rootfs.sh"
 # The stage (setup.sh's files, the operator source) appears at this path in the
 # chroot; setup.sh finds its files next to itself.
 STAGE_IN_ROOT = "tmp/kubeslurm-build"
+# The PATH of every root file system we build and enter (the images, the native Slurm hosts).
 CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -445,7 +446,12 @@ def image_config(spec: ImageSpec, version: str, diff_id: str, ihash: str) -> dic
     }
 
 
-def write_archive(out: Path, layer: Path, diff_id: str, config: dict, tags: list[str]) -> None:
+def write_docker_archive(out: Path, layer: Path | bytes, diff_id: str, config: dict, tags: list[str],
+                         mtime: int | None = None) -> None:
+    """The one docker-archive writer (also of the local cluster's system images):
+    manifest.json, the image config named by its hash, one layer named by its diff_id
+    (hex), and the legacy `repositories` file. mtime: of every member (default now;
+    0 makes the tar reproducible byte for byte)."""
     config_bytes = json.dumps(config, indent=2, sort_keys=True).encode()
     config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
     layer_name = f"{diff_id}/layer.tar"
@@ -454,7 +460,7 @@ def write_archive(out: Path, layer: Path, diff_id: str, config: dict, tags: list
     for t in tags:
         repo, tag = t.rsplit(":", 1)
         repositories.setdefault(repo, {})[tag] = diff_id
-    now = int(time.time())
+    now = int(time.time()) if mtime is None else mtime
 
     def member(name: str, size: int, mode: int = 0o644, kind=tarfile.REGTYPE) -> tarfile.TarInfo:
         ti = tarfile.TarInfo(name)
@@ -463,8 +469,11 @@ def write_archive(out: Path, layer: Path, diff_id: str, config: dict, tags: list
 
     with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
         tar.addfile(member(diff_id, 0, 0o755, tarfile.DIRTYPE))
-        with open(layer, "rb") as f:
-            tar.addfile(member(layer_name, layer.stat().st_size), f)
+        if isinstance(layer, bytes):
+            tar.addfile(member(layer_name, len(layer)), io.BytesIO(layer))
+        else:
+            with open(layer, "rb") as f:
+                tar.addfile(member(layer_name, layer.stat().st_size), f)
         for name, data in [(config_name, config_bytes),
                            ("manifest.json", json.dumps(manifest).encode()),
                            ("repositories", json.dumps(repositories).encode())]:
@@ -512,7 +521,7 @@ def build_image(name: str, force: bool = False) -> Result:
         tags = tags_for(spec, staged["version"])
         config = image_config(spec, staged["version"], staged["diff_id"], ihash)
         tmp_out = work / "image.tar"
-        write_archive(tmp_out, work / "layer.tar", staged["diff_id"], config, tags)
+        write_docker_archive(tmp_out, work / "layer.tar", staged["diff_id"], config, tags)
         os.replace(tmp_out, out)
         log(f"{name}: {', '.join(tags)}; setup {staged['setup_s']} s, layer "
             f"{staged['layer_s']} s, {staged['stats']['files']} entries, "

@@ -5,7 +5,7 @@ tiers starts one control plane: a session fixture defined in two conftest files 
 fixtures, and the second start would sweep the first one's daemons (cleanup_leftovers).
 
 `control_plane` is one etcd + kube-apiserver + kube-controller-manager per test session,
-upstream binaries at the version pinned in e2e/kubernetes/go.mod. The first run builds the
+upstream binaries at the version pinned in testbed/kubernetes/go.mod. The first run builds the
 binaries from the Go module proxy (many minutes on 2 cores, progress on the terminal); later
 runs reuse them from ${KUBESLURM_CACHE:-~/.cache/kubeslurm}/kubernetes/<version>/bin.
 KUBESLURM_K8S_KEEP_WORKDIR=1 keeps the certificates, logs and audit log of the run.
@@ -34,7 +34,7 @@ def output_shown(config: pytest.Config):
 @pytest.fixture(scope="session")
 def k8s_bin_dir(pytestconfig):
     # Imported here so that the unit tier does not depend on the control plane module.
-    from e2e.cluster.control_plane import build_kubernetes_binaries
+    from testbed.control_plane import build_kubernetes_binaries
 
     with output_shown(pytestconfig):
         return build_kubernetes_binaries()
@@ -42,7 +42,7 @@ def k8s_bin_dir(pytestconfig):
 
 @pytest.fixture(scope="session")
 def control_plane(k8s_bin_dir):
-    from e2e.cluster.control_plane import STATE_DIR, ControlPlane, cleanup_leftovers
+    from testbed.control_plane import STATE_DIR, ControlPlane, cleanup_leftovers
 
     cleanup_leftovers()
     STATE_DIR.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Fixtures of the real-cluster tier (pytest -m cluster): the local Kubernetes
-cluster of e2e/cluster/local_cluster.py -- control plane, kubelet + containerd,
-CNI bridge, kube-proxy, CoreDNS, hostPath storage and the fake GPU plugin.
+cluster of testbed/local_cluster -- control plane, kubelet + containerd, CNI bridge,
+kube-proxy, CoreDNS, hostPath storage and the fake GPU plugin.
 
 Needs root. The first run builds binaries and images (minutes); later runs start
 the cluster in about half a minute. A cluster that is already up (`make
@@ -15,22 +15,15 @@ import uuid
 
 import pytest
 
-from e2e.cluster.local_cluster import LocalCluster
+from testbed.local_cluster import running_local_cluster
 
 
 @pytest.fixture(scope="session")
 def cluster():
     if os.geteuid() != 0:
         pytest.fail("the cluster tier needs root (network namespaces, mounts, cgroups)")
-    lc = LocalCluster()
-    if lc.is_healthy():
+    with running_local_cluster() as lc:
         yield lc
-        return
-    try:
-        lc.up()
-        yield lc
-    finally:
-        lc.down()
 
 
 @pytest.fixture

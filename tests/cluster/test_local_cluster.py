@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import images
-from e2e.cluster.local_cluster import DEFAULT_GPUS, DNS_IP
+from testbed.local_cluster import DEFAULT_GPUS, DNS_IP, system_images as images
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Fixtures of the e2e tier (pytest -m e2e): the whole user story on real Kubernetes.
 
-The cluster is the local one of e2e/cluster (four kubelet nodes, fake GPUs) unless
+The cluster is the local one of testbed/local_cluster (four kubelet nodes, fake GPUs) unless
 KUBESLURM_E2E_KUBECONFIG names another cluster whose nodes can run the images. A
 local cluster that is already up with at least four nodes (`make demo`, `make
 cluster-up`) is used and left running; otherwise the session starts one and always
@@ -13,12 +13,13 @@ uninstalled at the end unless it was installed before the session.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
 
-from e2e import deployment
-from e2e.deployment import Kube
+from testbed import deployment
+from testbed.kubectl import Kube
 from tests.conftest import output_shown
 
 # Every node has the machine's 2 CPUs: a 1-CPU slurmd pod and the small system pods leave no
@@ -34,22 +35,15 @@ def kube(pytestconfig):
         return
     if os.geteuid() != 0:
         pytest.fail("the e2e tier needs root for the local cluster (or KUBESLURM_E2E_KUBECONFIG)")
-    from e2e.cluster.local_cluster import LocalCluster
+    from testbed.local_cluster import ClusterError, running_local_cluster
 
-    cluster = LocalCluster(nodes=NODES)
-    if cluster.is_healthy():
-        running = len(Kube(str(cluster.kubeconfig_path)).get("nodes")["items"])
-        if running < NODES:
-            pytest.fail(f"a local cluster with {running} node(s) is running; the e2e story needs {NODES} "
-                        f"(scale-up and node loss): `make cluster-down` (or `make demo-down`) first")
+    with contextlib.ExitStack() as stack:
+        try:
+            with output_shown(pytestconfig):  # a cold start builds for minutes
+                cluster = stack.enter_context(running_local_cluster(NODES, min_nodes=NODES))
+        except ClusterError as error:
+            pytest.fail(str(error))
         yield Kube(str(cluster.kubeconfig_path)), True
-        return
-    try:
-        with output_shown(pytestconfig):
-            cluster.up()
-        yield Kube(str(cluster.kubeconfig_path)), True
-    finally:
-        cluster.down()
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,11 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 
-from e2e import deployment
-from e2e.deployment import ROOT, DeploymentError, Kube
+from testbed import deployment
+from testbed.deployment import ROOT, DeploymentError
+from testbed.kubectl import Kube, KubectlError
+from testbed.waiting import WaitTimeout
+from testbed.waiting import wait_for as poll
 
 pytestmark = pytest.mark.e2e
 
@@ -136,19 +139,22 @@ SRUN_BODY = "echo HOST=$(hostname) CUDA=$CUDA_VISIBLE_DEVICES; ls /dev | grep -E
 def wait_for(check, timeout: float, what: str, interval: float = 2):
     """Polls check() -> (ok, detail) until ok; fails with the last detail. A command that fails
     meanwhile (the login pod or slurmctld being replaced) counts as not yet."""
-    deadline = time.monotonic() + timeout
-    while True:
+    last = {"detail": None}
+
+    def attempt():
         try:
             ok, detail = check()
-        except (AssertionError, DeploymentError, subprocess.TimeoutExpired) as error:
+        except (AssertionError, DeploymentError, KubectlError, subprocess.TimeoutExpired) as error:
             if isinstance(error, AssertionError) and str(error).startswith("jobs ended badly"):
                 raise
             ok, detail = False, str(error)[-500:]
-        if ok:
-            return detail
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:.0f} s; last: {detail}")
-        time.sleep(interval)
+        last["detail"] = detail
+        return (True, detail) if ok else None
+
+    try:
+        return poll(attempt, timeout, what, interval=interval)[1]
+    except WaitTimeout:
+        pytest.fail(f"{what}: not within {timeout:.0f} s; last: {last['detail']}")
 
 
 def pod_ready(pod: dict | None) -> bool:
@@ -496,7 +502,7 @@ def test_lost_node_its_slurmd_pod_returns_on_another_and_the_job_completes(story
     client, local = kube
     if not local:
         pytest.skip("powers off a node of the local cluster")
-    from e2e.cluster.local_cluster import LocalCluster
+    from testbed.local_cluster import LocalCluster
 
     def pods_on(node):
         return sorted(p["metadata"]["name"] for p in client.get("pods", "-A", "--field-selector", f"spec.nodeName={node}")["items"])

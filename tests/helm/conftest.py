@@ -1,6 +1,6 @@
 """Fixtures of the helm chart tests (pytest -m helm).
 
-`helm` runs the pinned helm (e2e/helm/build.sh; a cold build takes about 3 minutes on 2 cores,
+`helm` runs the pinned helm (testbed/helm/build.sh; a cold build takes about 3 minutes on 2 cores,
 later runs reuse ${KUBESLURM_CACHE:-~/.cache/kubeslurm}/helm/<version>/bin/helm) with its own
 config, cache and data directories, so a user's repositories and plugins play no part.
 The install tests use the real API server of tests/conftest.py (`control_plane`, `namespace`).
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.helm import build_helm
+from testbed.helm import build_helm
 from tests.conftest import output_shown
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,6 +11,7 @@ ends every daemon it started, and its mounts vanish with its mount namespace.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -19,10 +20,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+
+from testbed.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -221,12 +223,5 @@ def root_processes():
         rp.kill()
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+# Images' daemons start in well under a second: poll often.
+wait_for = functools.partial(wait_for, interval=0.3)

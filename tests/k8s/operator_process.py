@@ -4,10 +4,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from testbed import REPO
+from testbed.waiting import wait_for
+
 RBAC = REPO / "deploy" / "rbac.yaml"
 OPERATOR_NAMESPACE = "kubeslurm-system"
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kubeslurm-operator"
@@ -51,16 +52,5 @@ class OperatorProcess:
 
 
 def eventually(check, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
-    """Poll `check` until it returns a truthy value; fail with the last value seen."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as error:  # the object may not exist yet
-            last = error
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+    """wait_for where check() raising (the object may not exist yet) counts as not yet."""
+    return wait_for(check, timeout, what, interval=interval, ignore=(Exception,))

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from e2e.cluster.control_plane import pinned_kubernetes_version
+from testbed.control_plane import pinned_kubernetes_version
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.k8s
 
-
-def wait_for(condition, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.5)
 
 
 def get_json(cp, *args, **kwargs):

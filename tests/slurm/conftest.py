@@ -1,6 +1,6 @@
 """Fixtures of the real-Slurm tier (pytest -m slurm): real slurmctld, slurmd,
 slurmdbd and MariaDB from the Debian trixie packages of the images, one network
-namespace per host (see harness.py).
+namespace per host (testbed/native_slurm).
 
 The first run builds the root filesystem with debootstrap (about 2 minutes,
 progress on the terminal); later runs reuse it from
@@ -14,16 +14,16 @@ import os
 import pytest
 
 from tests.conftest import output_shown
-from tests.slurm import harness
+from testbed import native_slurm
 
 
 @pytest.fixture(scope="session")
 def slurm_rootfs(pytestconfig):
     if os.geteuid() != 0:
         pytest.skip("real-Slurm tests need root: network/mount namespaces, overlayfs, debootstrap")
-    harness.cleanup_leftovers()
+    native_slurm.cleanup_leftovers()
     with output_shown(pytestconfig):
-        return harness.build_rootfs()
+        return native_slurm.build_rootfs()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,9 +31,9 @@ def _slurm_cleanup_at_end():
     # Whatever a test left running (a cluster it did not stop, an interrupted
     # start) is removed when the session ends, failed or not.
     yield
-    harness._stop_all()
+    native_slurm.stop_all()
     if os.geteuid() == 0:
-        harness.cleanup_leftovers()
+        native_slurm.cleanup_leftovers()
 
 
 @pytest.fixture
@@ -41,10 +41,10 @@ def native_slurm_cluster(slurm_rootfs, request):
     """Factory: native_slurm_cluster(configs=..., auth_key=..., nodes=...) starts a
     cluster that is stopped after the test; on failure the daemons' log tails are
     printed first."""
-    clusters: list[harness.NativeSlurmCluster] = []
+    clusters: list[native_slurm.NativeSlurmCluster] = []
 
-    def make(**kw) -> harness.NativeSlurmCluster:
-        c = harness.NativeSlurmCluster(slurm_rootfs, **kw)
+    def make(**kw) -> native_slurm.NativeSlurmCluster:
+        c = native_slurm.NativeSlurmCluster(slurm_rootfs, **kw)
         clusters.append(c)
         return c.start()
 

@@ -36,8 +36,9 @@ from kubeslurm.render import naming
 from kubeslurm.render.accounting_commands import accounting_commands
 from kubeslurm.render.config_files import render_config_files
 from kubeslurm.render.slurmd_node import slurmd_conf_line
-from tests.slurm import harness
-from tests.slurm.rendered_cluster import load, native_cluster, read_documents
+from testbed.native_slurm import NativeSlurmCluster
+from testbed.native_slurm.rendered import load, native_cluster, read_documents
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -66,7 +67,7 @@ def contract_documents() -> list[dict]:
 class Env:
     """What the tests share: the running cluster, the models, the operator's SlurmControl."""
 
-    def __init__(self, cluster: harness.NativeSlurmCluster, model, node_sets, configs):
+    def __init__(self, cluster: NativeSlurmCluster, model, node_sets, configs):
         self.c = cluster
         self.model = model
         self.node_sets = node_sets
@@ -91,14 +92,7 @@ class Env:
         return m.group(1) if m else ""
 
     def wait_for(self, ok, timeout: float, what: str):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = ok()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-            time.sleep(0.5)
+        return wait_for(ok, timeout, what)
 
     def wait_state(self, job: str, state: str, timeout: float = 30) -> None:
         self.wait_for(lambda: self.job_field(job, "JobState") == state, timeout,

@@ -7,7 +7,7 @@ import io
 import json
 import tarfile
 
-from e2e.cluster.images import Entry, Image, write_docker_archive
+from testbed.local_cluster.system_images import Entry, Image, write_docker_archive
 
 
 def test_docker_archive_layout_and_digests(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 grpc = pytest.importorskip("grpc")
 pytest.importorskip("grpc_tools")
 
-from e2e.cluster.fake_gpu.plugin import FakeGpuPlugin, load_stubs  # noqa: E402
+from testbed.local_cluster.fake_gpu.plugin import FakeGpuPlugin, load_stubs  # noqa: E402
 
 
 @pytest.fixture

@@ -1,0 +1,153 @@
+"""Putting kubeslurm onto a running cluster, the way a platform team does: images built
+by images/build.py (loaded into the local cluster's containerd), the operator installed
+with its helm chart, SlurmCluster manifests applied with kubectl, and a wait until
+Slurm is usable. Shared by `make demo` (testbed/demo.py), the e2e suite (tests/e2e) and the
+benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from testbed import REPO
+from testbed.helm import build_helm
+from testbed.kubectl import Kube
+from testbed.local_cluster.layout import KUBECONFIG
+
+ROOT = REPO
+LOCAL_KUBECONFIG = str(KUBECONFIG)
+OPERATOR_NAMESPACE = "kubeslurm-system"
+OPERATOR_RELEASE = "kubeslurm-operator"
+
+
+class DeploymentError(RuntimeError):
+    pass
+
+
+def helm_binary() -> str:
+    """The pinned helm of testbed/helm (built from the Go module proxy once, then cached)."""
+    return str(build_helm())
+
+
+# -- images -------------------------------------------------------------------------
+
+
+def build_images() -> list[dict]:
+    """images/build.py: one dict per image (name, path of the docker-archive tar, tags, cached)."""
+    out = subprocess.run([sys.executable, str(ROOT / "images/build.py"), "--json"], check=True, text=True,
+                         stdout=subprocess.PIPE).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def load_into_local_cluster(images: list[dict]) -> None:
+    subprocess.run([sys.executable, "-m", "testbed.local_cluster", "load", *[image["path"] for image in images]],
+                   check=True, cwd=ROOT)
+
+
+# -- the operator -------------------------------------------------------------------
+
+
+def install_operator(kubeconfig: str, images: list[dict], *, local: bool, extra_values: list[str] = ()) -> None:
+    """`helm upgrade --install` of charts/kubeslurm-operator, waiting for the Deployment."""
+    pull = "Never" if local else "IfNotPresent"
+    # The tag stays 0.1.0 while the code changes: an annotation with the tar's content hash
+    # (images/build.py names tars by content) rolls the operator pod when its image changed.
+    [operator] = [image for image in images if image["name"] == "operator"]
+    image_id = Path(operator["path"]).stem.rsplit("-", 1)[-1]
+    subprocess.run([helm_binary(), "upgrade", "--install", OPERATOR_RELEASE, str(ROOT / "charts/kubeslurm-operator"),
+                    "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+                    "--set", f"image.pullPolicy={pull}", "--set", "logFormat=plain",
+                    "--set-string", f"podAnnotations.kubeslurm\\.io/image-content={image_id}",
+                    *extra_values, "--wait", "--timeout", "5m"],
+                   check=True, env=dict(os.environ, KUBECONFIG=kubeconfig))
+
+
+def uninstall_operator(kubeconfig: str) -> None:
+    subprocess.run([helm_binary(), "uninstall", OPERATOR_RELEASE, "--namespace", OPERATOR_NAMESPACE,
+                    "--ignore-not-found", "--wait"], check=False, env=dict(os.environ, KUBECONFIG=kubeconfig))
+
+
+def operator_release_exists(kubeconfig: str) -> bool:
+    result = subprocess.run([helm_binary(), "status", OPERATOR_RELEASE, "--namespace", OPERATOR_NAMESPACE],
+                            text=True, capture_output=True, env=dict(os.environ, KUBECONFIG=kubeconfig))
+    return result.returncode == 0
+
+
+# -- a SlurmCluster becoming usable -------------------------------------------------
+
+
+def _ready(obj: dict | None) -> bool:
+    conditions = (obj or {}).get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def pods_summary(kube: Kube, namespace: str) -> str:
+    pods = (kube.get("pods", "-n", namespace) or {}).get("items", [])
+    parts = []
+    for pod in pods:
+        status = pod.get("status", {})
+        containers = status.get("containerStatuses", [])
+        state = status.get("phase", "?")
+        for container in status.get("initContainerStatuses", []) + containers:
+            waiting = container.get("state", {}).get("waiting")
+            if waiting and waiting.get("reason") not in (None, "PodInitializing"):
+                state = waiting["reason"]
+        ready = containers and all(c.get("ready") for c in containers)
+        restarts = sum(c.get("restartCount", 0) for c in containers)
+        parts.append(f"{pod['metadata']['name']}={state}{' ready' if ready else ''}"
+                     f"{f' restarts={restarts}' if restarts else ''}")
+    return ", ".join(sorted(parts)) or "(no pods yet)"
+
+
+def _rolled_out(sts: dict) -> bool:
+    status, wanted = sts.get("status", {}), sts["spec"].get("replicas", 1)
+    return (status.get("observedGeneration") == sts["metadata"]["generation"]
+            and status.get("readyReplicas", 0) == wanted and status.get("updatedReplicas", 0) == wanted
+            and status.get("currentRevision") == status.get("updateRevision"))
+
+
+def readiness(kube: Kube, namespace: str, cluster: str) -> tuple[bool, str]:
+    """Usable = the SlurmCluster is Ready (slurmctld answers, every object applied), every
+    NodeSet is Ready (its slurmd pods registered), and every StatefulSet of the cluster has
+    rolled out and is ready (login: sackd has the config; accounting: sacct answers).
+    Returns (usable, a one-line account of the state)."""
+    obj = kube.get("slurmcluster", cluster, "-n", namespace)
+    message = next((c.get("message", "") for c in (obj or {}).get("status", {}).get("conditions", [])
+                    if c.get("type") == "Ready"), "no Ready condition yet")
+    node_sets = [n for n in (kube.get("nodesets", "-n", namespace) or {}).get("items", [])
+                 if n["spec"].get("clusterName") == cluster]
+    selector = f"app.kubernetes.io/name=slurm,app.kubernetes.io/instance={cluster}"
+    stateful_sets = (kube.get("statefulsets", "-n", namespace, "-l", selector) or {}).get("items", [])
+    pending = sorted(s["metadata"]["name"] for s in stateful_sets if not _rolled_out(s))
+    usable = _ready(obj) and bool(node_sets) and all(_ready(n) for n in node_sets) \
+        and bool(stateful_sets) and not pending
+    sets = " ".join(f"{n['metadata']['name']}={'Ready' if _ready(n) else 'NotReady'}" for n in node_sets)
+    line = (f"SlurmCluster Ready={_ready(obj)} {message} | NodeSets {sets or '-'} | "
+            f"rolling out: {', '.join(pending) or '-'} | {pods_summary(kube, namespace)}")
+    return usable, line
+
+
+def wait_usable(kube: Kube, namespace: str, cluster: str, timeout: float,
+                report: Callable[[str], None] = print) -> float:
+    """Waits until readiness() holds; reports each change of state; returns the seconds waited."""
+    t0 = time.monotonic()
+    last = None
+    while True:
+        usable, line = readiness(kube, namespace, cluster)
+        if line != last:
+            report(f"[{time.monotonic() - t0:5.0f} s] {line}")
+            last = line
+        if usable:
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > timeout:
+            raise DeploymentError(
+                f"SlurmCluster {namespace}/{cluster} not usable after {timeout:.0f} s: {line}; see "
+                f"`kubectl describe slurmcluster -n {namespace} {cluster}` and "
+                f"`kubectl logs -n {OPERATOR_NAMESPACE} deploy/{OPERATOR_RELEASE}`")
+        time.sleep(2)

@@ -1,0 +1,5 @@
+import sys
+
+from testbed.local_cluster.fake_gpu.plugin import main
+
+sys.exit(main())
