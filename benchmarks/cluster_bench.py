@@ -33,6 +33,7 @@ from benchmarks import job_throughput  # noqa: E402
 from testbed import deployment  # noqa: E402
 from testbed.deployment import OPERATOR_NAMESPACE, OPERATOR_RELEASE  # noqa: E402
 from testbed.kubectl import Kube  # noqa: E402
+from testbed.waiting import wait_for  # noqa: E402
 
 NAMESPACE = "bench"
 IDLE_SAMPLE_SECONDS = 30
@@ -72,15 +73,13 @@ def cpu_percent(before: dict, after: dict) -> float:
 
 
 def wait_idle(kube: Kube, names: set[str], timeout: float = 900) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def idle() -> bool:
         result = kube.exec(NAMESPACE, "research-login-0", "login", ["sinfo", "-N", "-h", "-o", "%N %t"],
                            check=False, timeout=30)
         states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
-        if result.returncode == 0 and all(states.get(n) == "idle" for n in names):
-            return
-        time.sleep(1)
-    raise deployment.DeploymentError(f"nodes {sorted(names)} not idle within {timeout:.0f} s")
+        return result.returncode == 0 and all(states.get(n) == "idle" for n in names)
+
+    wait_for(idle, timeout, f"nodes {sorted(names)} idle", interval=1, error=deployment.DeploymentError)
 
 
 def with_cpu_replicas(manifest: Path, replicas: int) -> list[dict]:

@@ -19,6 +19,7 @@ from testbed import REPO
 from testbed.helm import build_helm
 from testbed.kubectl import Kube
 from testbed.local_cluster.layout import KUBECONFIG
+from testbed.waiting import wait_for
 
 ROOT = REPO
 LOCAL_KUBECONFIG = str(KUBECONFIG)
@@ -137,17 +138,17 @@ def wait_usable(kube: Kube, namespace: str, cluster: str, timeout: float,
                 report: Callable[[str], None] = print) -> float:
     """Waits until readiness() holds; reports each change of state; returns the seconds waited."""
     t0 = time.monotonic()
-    last = None
-    while True:
-        usable, line = readiness(kube, namespace, cluster)
-        if line != last:
+    last = {"line": None}
+
+    def usable() -> bool:
+        ok, line = readiness(kube, namespace, cluster)
+        if line != last["line"]:
             report(f"[{time.monotonic() - t0:5.0f} s] {line}")
-            last = line
-        if usable:
-            return time.monotonic() - t0
-        if time.monotonic() - t0 > timeout:
-            raise DeploymentError(
-                f"SlurmCluster {namespace}/{cluster} not usable after {timeout:.0f} s: {line}; see "
-                f"`kubectl describe slurmcluster -n {namespace} {cluster}` and "
-                f"`kubectl logs -n {OPERATOR_NAMESPACE} deploy/{OPERATOR_RELEASE}`")
-        time.sleep(2)
+            last["line"] = line
+        return ok
+
+    wait_for(usable, timeout, f"SlurmCluster {namespace}/{cluster} to be usable", interval=2,
+             error=DeploymentError,
+             details=lambda: f"{last['line']}; see `kubectl describe slurmcluster -n {namespace} {cluster}` and "
+                             f"`kubectl logs -n {OPERATOR_NAMESPACE} deploy/{OPERATOR_RELEASE}`")
+    return time.monotonic() - t0

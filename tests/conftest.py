@@ -55,10 +55,17 @@ def control_plane(k8s_bin_dir):
         cp.stop()
 
 
+@contextlib.contextmanager
+def fresh_namespace(kubectl):
+    """A fresh namespace for one test, deleted afterwards (without waiting); kubectl is the
+    cluster's (the control plane's or the local cluster's)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
 @pytest.fixture
 def namespace(control_plane):
-    """A fresh namespace for one test, deleted afterwards (without waiting)."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    control_plane.kubectl("create", "namespace", name)
-    yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with fresh_namespace(control_plane.kubectl) as name:
+        yield name

@@ -12,7 +12,9 @@ StatefulSets -> Pods, service account tokens -- which is what an operator talks 
         client = kubernetes.config.new_client_from_config(str(cp.kubeconfig_path))
 
 TLS is real (pki.py), the API server authorizes with Node,RBAC, and writes are
-audit-logged so a test can count the API writes a component made (audit.py).
+audit-logged so a test can count the API writes a component made (audit.py). The
+daemons' flags are in flags.py; they are started and stopped by the test bed's process
+supervisor (testbed/processes.py).
 
 The local cluster (testbed/local_cluster) builds on this class: it binds the API
 server to a node-network address, adds kube-scheduler, asks for certificates of
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import http.client
-import ipaddress
 import json
 import os
 import shutil
@@ -34,24 +35,17 @@ import ssl
 import subprocess
 from pathlib import Path
 
+from testbed.control_plane import flags
 from testbed.control_plane.audit import AUDIT_POLICY, WRITE_VERBS, AuditLog
 from testbed.control_plane.binaries import BUILD_SCRIPT, DEFAULT_BINARIES, build_kubernetes_binaries
 from testbed.control_plane.pki import Pki
 from testbed.kubectl import Kube
-from testbed.processes import Supervisor, sweep_leftovers, tail
+from testbed.processes import Supervisor, rss, sweep_leftovers, tail
 from testbed.waiting import wait_for
 
 # One fixed place for everything a run leaves behind, so that a run killed
 # half-way (Ctrl-C twice, a CI timeout) can be cleaned up by the next one.
 STATE_DIR = Path(os.environ.get("KUBESLURM_K8S_STATE_DIR", "/tmp/kubeslurm-k8s-tier"))
-
-# Controllers that need a cloud provider; there is none here.
-CLOUD_CONTROLLERS = (
-    "cloud-node-lifecycle-controller",
-    "service-lb-controller",
-    "node-route-controller",
-)
-
 
 class ControlPlaneError(RuntimeError):
     pass
@@ -186,8 +180,6 @@ class ControlPlane:
 
     def rss_bytes(self) -> dict[str, int]:
         """Resident memory of each running process, for reports and leak hunting."""
-        from testbed.processes import rss
-
         return {name: rss(popen.pid) for name, popen in self._popens.items() if popen.poll() is None}
 
     def log_tail(self, name: str, lines: int = 40) -> str:
@@ -259,128 +251,24 @@ class ControlPlane:
         return popen
 
     def _start_etcd(self) -> None:
-        peer_port = free_port()
-        client = f"http://127.0.0.1:{self.etcd_port}"
-        peer = f"http://127.0.0.1:{peer_port}"
-        self._spawn(
-            "etcd",
-            [
-                "--name=kubeslurm",
-                f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls={client}",
-                f"--advertise-client-urls={client}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=kubeslurm={peer}",
-                "--initial-cluster-state=new",
-                # Test data: losing it on a power cut is fine, waiting for fsync
-                # on every write is not.
-                "--unsafe-no-fsync",
-                "--log-level=warn",
-            ],
-        )
+        self._spawn("etcd", flags.etcd_args(self, peer_port=free_port()))
         self._wait("etcd", lambda: _http_ok("127.0.0.1", self.etcd_port, "/health", None), "etcd /health")
 
-    def _apiserver_args(self) -> list[str]:
-        pki = self.pki
-        args = [
-            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            f"--bind-address={self.bind_address}",
-            f"--secure-port={self.apiserver_port}",
-            f"--advertise-address={self.advertise_address}",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-            "--allow-privileged=true",
-            f"--service-cluster-ip-range={self.service_cluster_ip_range}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-            f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
-            f"--audit-log-path={self.audit_log_path}",
-            "--audit-log-format=json",
-            "--audit-log-mode=blocking",
-            "--profiling=false",
-            "--v=1",
-        ]
-        if ipaddress.ip_address(self.advertise_address).is_loopback:
-            # Endpoints may not hold loopback addresses, so the reconciler of the
-            # default/kubernetes Service would only log errors. Nothing in-cluster
-            # reaches the API server through that Service in this tier.
-            args.append("--endpoint-reconciler-type=none")
-        return args + self.extra_apiserver_args
-
     def _start_apiserver(self) -> None:
-        self._spawn("kube-apiserver", self._apiserver_args())
+        self._spawn("kube-apiserver", flags.apiserver_args(self))
         self._wait("kube-apiserver", lambda: self._api_ok("/readyz"), "kube-apiserver /readyz")
 
     def _start_controller_manager(self) -> None:
-        kubeconfig = self.workdir / "controller-manager.kubeconfig"
-        controllers = ",".join(["*", "bootstrap-signer-controller", "token-cleaner-controller"]
-                               + [f"-{c}" for c in CLOUD_CONTROLLERS])
-        self._spawn(
-            "kube-controller-manager",
-            [
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.controller_manager_port}",
-                f"--cert-dir={self.workdir / 'controller-manager-certs'}",
-                f"--controllers={controllers}",
-                # Each controller acts as its own ServiceAccount, so RBAC and the
-                # audit log tell them apart, as in a real cluster.
-                "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={self.pki / 'sa.key'}",
-                f"--root-ca-file={self.pki / 'ca.crt'}",
-                f"--cluster-signing-cert-file={self.pki / 'ca.crt'}",
-                f"--cluster-signing-key-file={self.pki / 'ca.key'}",
-                "--cluster-name=kubeslurm",
-                # One instance: no lease to wait for after a restart.
-                "--leader-elect=false",
-                "--profiling=false",
-                "--v=1",
-                *self.extra_controller_manager_args,
-            ],
-        )
-        self._wait(
-            "kube-controller-manager",
-            lambda: _http_ok("127.0.0.1", self.controller_manager_port, "/healthz", _insecure_tls()),
-            "kube-controller-manager /healthz",
-        )
+        self._spawn("kube-controller-manager", flags.controller_manager_args(self))
+        self._wait("kube-controller-manager",
+                   lambda: _http_ok("127.0.0.1", self.controller_manager_port, "/healthz", _insecure_tls()),
+                   "kube-controller-manager /healthz")
 
     def _start_scheduler(self) -> None:
-        kubeconfig = self.workdir / "scheduler.kubeconfig"
-        self._spawn(
-            "kube-scheduler",
-            [
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.scheduler_port}",
-                "--leader-elect=false",
-                "--profiling=false",
-                "--v=1",
-            ],
-        )
-        self._wait(
-            "kube-scheduler",
-            lambda: _http_ok("127.0.0.1", self.scheduler_port, "/healthz", _insecure_tls()),
-            "kube-scheduler /healthz",
-        )
+        self._spawn("kube-scheduler", flags.scheduler_args(self))
+        self._wait("kube-scheduler",
+                   lambda: _http_ok("127.0.0.1", self.scheduler_port, "/healthz", _insecure_tls()),
+                   "kube-scheduler /healthz")
 
     def _wait_until_usable(self) -> None:
         # The ServiceAccount controller creating default/default shows the

@@ -11,11 +11,11 @@ one and always tears it down, also when a test fails.
 from __future__ import annotations
 
 import os
-import uuid
 
 import pytest
 
 from testbed.local_cluster import running_local_cluster
+from tests.conftest import fresh_namespace
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +28,5 @@ def cluster():
 
 @pytest.fixture
 def namespace(cluster):
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with fresh_namespace(cluster.kubectl) as name:
+        yield name

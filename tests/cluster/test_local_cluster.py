@@ -7,12 +7,12 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from testbed.local_cluster import DEFAULT_GPUS, DNS_IP, system_images as images
+from testbed.waiting import wait_for
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,14 +161,10 @@ def test_service_dns_name_resolves_and_routes(cluster, namespace):
     out = exec_(cluster, namespace, "client", f"nslookup {fqdn}")
     assert re.search(rf"Address:\s*{re.escape(cluster_ip)}\b", out), out
     # The short name through the search path, and kube-proxy's DNAT to the pod.
-    deadline = time.monotonic() + 30
-    while True:
-        # Not `wget -T`: Debian's busybox-static 1.35 wget segfaults with it.
-        result = cluster.kubectl("-n", namespace, "exec", "client", "--", "timeout", "5", "wget", "-qO-",
-                                 "http://web/", check=False)
-        if "served-by-web" in result.stdout or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    # Not `wget -T`: Debian's busybox-static 1.35 wget segfaults with it.
+    result = wait_for(lambda: (r := cluster.kubectl("-n", namespace, "exec", "client", "--", "timeout", "5", "wget",
+                                                    "-qO-", "http://web/", check=False)) and "served-by-web" in r.stdout and r,
+                      30, "web through the Service's short name", interval=1)
     assert "served-by-web" in result.stdout, result.stderr
 
 
@@ -228,20 +224,16 @@ def test_deleted_statefulset_pod_comes_back_under_its_name(cluster, namespace):
             },
         },
     ])
-    deadline = time.monotonic() + 60
-    while cluster.kubectl("-n", namespace, "get", "pod", "db-0", check=False).returncode != 0:
-        assert time.monotonic() < deadline, "the StatefulSet made no pod db-0"
-        time.sleep(1)
+    wait_for(lambda: cluster.kubectl("-n", namespace, "get", "pod", "db-0", check=False).returncode == 0,
+             60, "the StatefulSet to make pod db-0", interval=1)
     wait_pod(cluster, namespace, "db-0")
     first_uid = cluster.kubectl("-n", namespace, "get", "pod", "db-0", "-o", "jsonpath={.metadata.uid}").stdout
     cluster.kubectl("-n", namespace, "delete", "pod", "db-0", "--wait=true", "--timeout=60s", timeout=90)
-    deadline = time.monotonic() + 90
-    while True:
+    def recreated() -> bool:
         result = cluster.kubectl("-n", namespace, "get", "pod", "db-0", "-o", "jsonpath={.metadata.uid}", check=False)
-        if result.returncode == 0 and result.stdout and result.stdout != first_uid:
-            break
-        assert time.monotonic() < deadline, "db-0 was not recreated"
-        time.sleep(1)
+        return result.returncode == 0 and bool(result.stdout) and result.stdout != first_uid
+
+    wait_for(recreated, 90, "db-0 recreated", interval=1)
     wait_pod(cluster, namespace, "db-0")
     # Same name, same volume: the new pod sees what the old one wrote.
     assert exec_(cluster, namespace, "db-0", "cat /state/boots").split() == ["boot", "boot"]

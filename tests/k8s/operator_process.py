@@ -1,12 +1,12 @@
 """The operator as a real process (`kubeslurm run`) with its own ServiceAccount and RBAC."""
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from testbed import REPO
+from testbed.processes import Supervisor
 from testbed.waiting import wait_for
 
 RBAC = REPO / "deploy" / "rbac.yaml"
@@ -25,23 +25,19 @@ class OperatorProcess:
     def start(self) -> None:
         env = dict(os.environ, KUBESLURM_RESYNC_SECONDS=str(self.resync_seconds))
         env.pop("KUBECONFIG", None)
-        log = self.log_path.open("a")
-        self.popen = subprocess.Popen(
+        # Recorded beside its log, and killed with the test session even when that is killed.
+        self.supervisor = Supervisor(self.log_path.with_suffix(".processes.json"), die_with_parent=True)
+        self.popen = self.supervisor.spawn(
+            "operator",
             [sys.executable, "-m", "kubeslurm.cli", "run", "--kubeconfig", str(self.kubeconfig), "--liveness", "",
              *(f"--namespace={namespace}" for namespace in self.namespaces)],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            marker=str(self.kubeconfig), log=self.log_path, env=env,
         )
 
     def stop(self) -> None:
         if self.popen is None:
             return
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
+        self.supervisor.stop(grace=30)
         self.popen = None
 
     def alive(self) -> bool:

@@ -15,6 +15,8 @@ import yaml
 from kubeslurm.api import load_files
 from kubeslurm.render.config_files import render_config_files
 
+from testbed.waiting import wait_for
+
 from .operator_process import OPERATOR_NAMESPACE, OPERATOR_USER, RBAC, REPO, OperatorProcess, eventually
 
 pytestmark = pytest.mark.k8s
@@ -297,9 +299,8 @@ def test_deleting_the_cluster_removes_everything(operator, control_plane, namesp
         names = cp.kubectl("get", kinds, "-n", namespace, "-o", "name").stdout.split()
         return [n for n in names if "kube-root-ca" not in n]
 
-    deadline = time.monotonic() + 120
-    while leftovers() and time.monotonic() < deadline:
-        time.sleep(1)
+    wait_for(lambda: not leftovers(), 120, "every object of the deleted cluster gone", interval=1,
+             details=lambda: f"left: {leftovers()}")
     assert leftovers() == []
 
 
