@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from testbed.native_slurm import hosts as _hosts
 from testbed.native_slurm import leftovers
 from testbed.native_slurm.daemons import Daemon, SlurmDaemons
 from testbed.native_slurm.hosts import (
@@ -31,16 +30,16 @@ from testbed.native_slurm.hosts import (
     SLURM_UID,
     SUBNET,
     WORK_BASE,
-    HarnessError,
     Host,
-    build_rootfs,
+    NativeSlurmError,
     clean_env,
+    make_network,
     mkdir_owned,
+    start_host,
 )
 from testbed.native_slurm.slurm_conf import conf_value, slurmctld_host
 from testbed.processes import Supervisor
 
-__all__ = ["NativeSlurmCluster", "NodeSpec", "HarnessError", "build_rootfs", "conf_value"]
 
 
 @dataclass
@@ -89,12 +88,12 @@ class NativeSlurmCluster(SlurmDaemons):
         name: str = "cluster",
     ):
         if os.geteuid() != 0:
-            raise HarnessError("NativeSlurmCluster needs root (namespaces, mounts)")
+            raise NativeSlurmError("NativeSlurmCluster needs root (namespaces, mounts)")
         self.rootfs = Path(rootfs)
         if not (self.rootfs / ".kubeslurm-rootfs-complete").exists():
-            raise HarnessError(f"{self.rootfs} is not a complete rootfs; run build_rootfs()")
+            raise NativeSlurmError(f"{self.rootfs} is not a complete rootfs; run build_rootfs()")
         if "slurm.conf" not in configs:
-            raise HarnessError("configs must contain slurm.conf")
+            raise NativeSlurmError("configs must contain slurm.conf")
         self.configs = dict(configs)
         self.auth_key = auth_key
         self.nodes = [n if isinstance(n, NodeSpec) else NodeSpec(**n) for n in nodes]
@@ -146,7 +145,7 @@ class NativeSlurmCluster(SlurmDaemons):
         for key, names in (aliases or {}).items():
             hn = roles.get(key) if key in roles else key
             if hn not in self.hosts:
-                raise HarnessError(f"alias key {key!r} names no host of this cluster")
+                raise NativeSlurmError(f"alias key {key!r} names no host of this cluster")
             self.hosts[hn].aliases.extend(names)
         # Names the configs use for a role that name no host become aliases.
         wanted = [(self.controller, self._ctld_addr(slurm_conf))]
@@ -176,7 +175,7 @@ class NativeSlurmCluster(SlurmDaemons):
         self._started = True
         t0 = time.monotonic()
         try:
-            _hosts.make_network(list(self.hosts.values()))
+            make_network(list(self.hosts.values()))
             for h in self.hosts.values():
                 self._start_host(h)
             self._check_network()
@@ -250,9 +249,9 @@ class NativeSlurmCluster(SlurmDaemons):
         name coming back; the overlay keeps what the previous slurmd left in its spool."""
         node = next((n for n in self.nodes if n.name == name), None)
         if node is None:
-            raise HarnessError(f"{name} is not a node of this cluster")
+            raise NativeSlurmError(f"{name} is not a node of this cluster")
         if self.hosts[name].pid:
-            raise HarnessError(f"host {name} is still running; stop_host() it first")
+            raise NativeSlurmError(f"host {name} is still running; stop_host() it first")
         self._start_host(self.hosts[name])
         self._start_slurmd(node)
 
@@ -264,7 +263,7 @@ class NativeSlurmCluster(SlurmDaemons):
         for hn in names[1:]:
             p = self.run(names[0], f"timeout 5 bash -c 'exec 3<>/dev/tcp/{hn}/9' 2>&1", check=False)
             if "refused" not in p.stdout:
-                raise HarnessError(f"{names[0]} cannot reach {hn} over {BRIDGE}: {p.stdout.strip()}"
+                raise NativeSlurmError(f"{names[0]} cannot reach {hn} over {BRIDGE}: {p.stdout.strip()}"
                                    " (bridge-nf iptables rules dropping bridged traffic?)")
 
     def _hosts_file(self) -> str:
@@ -276,7 +275,7 @@ class NativeSlurmCluster(SlurmDaemons):
         h.dir = self.work / h.name
         (h.dir / "upper").mkdir(parents=True, exist_ok=True)
         self._prepare_upper(h)
-        _hosts.start_host(h, self.rootfs, self.work, self.supervisor)
+        start_host(h, self.rootfs, self.work, self.supervisor)
 
     def _prepare_upper(self, h: Host) -> None:
         """Write this host's own files into its overlay upper dir before mounting."""
@@ -343,10 +342,10 @@ class NativeSlurmCluster(SlurmDaemons):
             p = subprocess.run(self.command(host, cmd, user), capture_output=True, text=True,
                                timeout=timeout, input=input)
         except subprocess.TimeoutExpired as e:
-            raise HarnessError(f"on {host}: {cmd!r} timed out after {timeout}s;"
+            raise NativeSlurmError(f"on {host}: {cmd!r} timed out after {timeout}s;"
                                f" output so far: {e.stdout!r} {e.stderr!r}") from None
         if check and p.returncode != 0:
-            raise HarnessError(f"on {host} as {user or 'root'}: {cmd!r} exited {p.returncode}\n"
+            raise NativeSlurmError(f"on {host} as {user or 'root'}: {cmd!r} exited {p.returncode}\n"
                                f"stdout: {p.stdout}\nstderr: {p.stderr}")
         return p
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from testbed.native_slurm.hosts import HarnessError
+from testbed.native_slurm.hosts import NativeSlurmError
 from testbed.native_slurm.slurm_conf import conf_value
 from testbed.waiting import wait_for
 
@@ -64,7 +64,7 @@ class SlurmDaemons:
                     return f"{dn} exited ({d.proc.returncode})"
             return None
 
-        wait_for(ok, timeout, what, failed=exited, error=HarnessError,
+        wait_for(ok, timeout, what, failed=exited, error=NativeSlurmError,
                  details=lambda: "\n".join(f"--- {dn} ---\n{self.logs(dn, 40)}" for dn in daemons))
 
     def _port_open(self, from_host: str, to: str, port: int) -> bool:

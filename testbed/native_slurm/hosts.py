@@ -88,7 +88,7 @@ while True:
 
 
 
-class HarnessError(RuntimeError):
+class NativeSlurmError(RuntimeError):
     pass
 
 
@@ -97,7 +97,7 @@ def _run(cmd: Sequence[str], check: bool = True, **kw) -> subprocess.CompletedPr
     kw.setdefault("text", True)
     p = subprocess.run(list(cmd), **kw)
     if check and p.returncode != 0:
-        raise HarnessError(f"{shlex.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+        raise NativeSlurmError(f"{shlex.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
     return p
 
 
@@ -106,7 +106,7 @@ def build_rootfs() -> Path:
     p = _run(["bash", str(BUILD_SCRIPT), ROOTFS_NAME, *map(str, PACKAGE_FILES)],
              check=False, stderr=None)  # build progress goes to our stderr
     if p.returncode != 0:
-        raise HarnessError(f"{BUILD_SCRIPT} failed ({p.returncode}); see its output above")
+        raise NativeSlurmError(f"{BUILD_SCRIPT} failed ({p.returncode}); see its output above")
     return Path(p.stdout.strip().splitlines()[-1])
 
 @dataclass
@@ -131,7 +131,7 @@ class Host:
     def enter(self) -> list[str]:
         """The argv prefix that runs a command inside this host (its namespaces and root)."""
         if not self.pid:
-            raise HarnessError(f"host {self.name} is not running")
+            raise NativeSlurmError(f"host {self.name} is not running")
         return ["nsenter", "-t", str(self.pid), "-n", "-u", "-m", "-p", "--", "chroot", str(self.root)]
 
 
@@ -179,7 +179,7 @@ def start_host(h: Host, rootfs: Path, work: Path, supervisor: Supervisor) -> Non
     line = popen.stdout.readline()
     if line.strip() != "ready":
         err = popen.stderr.read() if popen.poll() is not None else ""
-        raise HarnessError(f"host {h.name} did not come up: {line!r} {err}")
+        raise NativeSlurmError(f"host {h.name} did not come up: {line!r} {err}")
     children = Path(f"/proc/{popen.pid}/task/{popen.pid}/children").read_text().split()
     h.pid = int(children[0])
 

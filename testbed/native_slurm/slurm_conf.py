@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from testbed.native_slurm.hosts import HarnessError
+from testbed.native_slurm.hosts import NativeSlurmError
 
 
 def conf_value(text: str, key: str) -> str | None:
@@ -17,6 +17,6 @@ def conf_value(text: str, key: str) -> str | None:
 def slurmctld_host(slurm_conf: str) -> str:
     v = conf_value(slurm_conf, "SlurmctldHost") or conf_value(slurm_conf, "ControlMachine")
     if not v:
-        raise HarnessError("slurm.conf has no SlurmctldHost= line")
+        raise NativeSlurmError("slurm.conf has no SlurmctldHost= line")
     return v.split("(", 1)[0]
 
