@@ -42,7 +42,7 @@ def test_lint_strict(helm, chart):
 
 def test_helm_reports_its_pinned_version(helm):
     # testbed/helm/build.sh sets the version ldflag: `helm version` is the go.mod requirement
-    requirements = [line.split() for line in (REPO / "e2e" / "helm" / "go.mod").read_text().splitlines()]
+    requirements = [line.split() for line in (REPO / "testbed" / "helm" / "go.mod").read_text().splitlines()]
     (pinned,) = [words[-1] for words in requirements if "helm.sh/helm/v3" in words]
     assert helm("version", "--short").stdout.strip() == pinned
 
