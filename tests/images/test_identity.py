@@ -50,7 +50,7 @@ pytestmark = pytest.mark.images
 
 # One namespace per test run (pid in the name): a run clears only namespaces whose
 # run is gone, never one that a concurrent run still uses. Not "ksl-": the
-# real-Slurm tier (tests/slurm/harness.py) deletes every namespace named so.
+# real-Slurm tier (testbed/native_slurm) deletes every namespace named so.
 NETNS_PREFIX = "ksimg-identity-"
 NETNS = f"{NETNS_PREFIX}{os.getpid()}"
 SUFFIX = "dc=example,dc=org"

@@ -13,12 +13,12 @@ The tests share the cluster and run in file order; each leaves it idle.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from kubeslurm.render.accounting_commands import accounting_commands
-from tests.slurm.rendered_cluster import load, native_cluster, slurm_control
+from testbed.native_slurm.rendered import load, native_cluster, slurm_control
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -70,14 +70,7 @@ class Policies:
         return [line for line in out.split("\n") if line]
 
     def wait(self, ok, timeout: float, what: str):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = ok()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not within {timeout:.0f} s: {what}")
-            time.sleep(0.5)
+        return wait_for(ok, timeout, what)
 
     def wait_state(self, job: str, state: str, timeout: float = 60) -> None:
         self.wait(lambda: self.field(job, "JobState") == state, timeout,
