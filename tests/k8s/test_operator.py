@@ -605,15 +605,22 @@ def test_an_operator_made_home_claim_outlives_its_cluster_and_comes_back_with_it
     assert not claim["metadata"].get("ownerReferences")
     eventually(lambda: get(cp, "statefulset", "research-login", namespace), what="login StatefulSet")
     cp.kubectl("delete", "slurmcluster", "research", "-n", namespace, "--wait=true", "--timeout=60s")
-    eventually(lambda: get(cp, "statefulset", "research-login", namespace) is None, timeout=120, what="login StatefulSet collected")
+    # everything of the old cluster collected (its NodeSets' objects last), all but the kept claim
+    def collected():
+        left = cp.kubectl("get", "nodesets,statefulsets,services", "-n", namespace, "-o", "name").stdout.split()
+        return not left
+    eventually(collected, timeout=180, what="the old cluster's objects collected")
     kept = get(cp, "pvc", "research-home", namespace)
     assert kept is not None and kept["metadata"]["uid"] == claim["metadata"]["uid"], "the researchers' files went with the cluster"
     # the same cluster again takes its claim back instead of refusing it as someone else's
     apply_example(cp, namespace, docs)
     eventually(lambda: get(cp, "statefulset", "research-login", namespace), what="login StatefulSet of the new cluster")
-    cluster = get(cp, "slurmcluster", "research", namespace)
-    degraded = condition(cluster, "Degraded")
-    assert not degraded or degraded["status"] == "False", degraded
+
+    def not_degraded():
+        cluster = get(cp, "slurmcluster", "research", namespace)
+        degraded = condition(cluster, "Degraded")
+        return cluster.get("status", {}).get("observedGeneration") and (not degraded or degraded["status"] == "False")
+    eventually(not_degraded, timeout=60, what="the new cluster reconciled without Degraded (no ObjectNotOurs for its kept claim)")
     assert get(cp, "pvc", "research-home", namespace)["metadata"]["uid"] == claim["metadata"]["uid"]
     # keepOnDelete: false hands the claim to the cluster: it goes with it
     docs[0]["spec"]["storage"]["home"]["newClaim"]["keepOnDelete"] = False
