@@ -220,6 +220,26 @@ def test_backup_controller(backup, replicas, access_mode):
     assert (find(objects, "PodDisruptionBudget", "research-controller") is not None) == backup
 
 
+@pytest.mark.parametrize("backup", [False, True])
+def test_a_backup_controller_is_kept_off_the_primary_s_node_where_there_is_room(backup):
+    controller = find(everything(set_path(CLUSTER, "spec.controller.backup", backup)), "StatefulSet", "research-controller")
+    template = controller["spec"]["template"]
+    affinity = template["spec"].get("affinity")
+    if not backup:
+        assert affinity is None
+        return
+    # Preferred, not required: a one-node cluster still runs both slurmctld pods.
+    assert set(affinity) == {"podAntiAffinity"} and set(affinity["podAntiAffinity"]) == {
+        "preferredDuringSchedulingIgnoredDuringExecution"}
+    [preference] = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    term = preference["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    # It selects exactly this cluster's controller pods: the primary and the backup repel each other.
+    selector = term["labelSelector"]["matchLabels"]
+    assert selector == controller["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= template["metadata"]["labels"].items()
+
+
 def test_controller_pod_layout():
     objects = everything()
     controller = find(objects, "StatefulSet", "research-controller")

@@ -4,7 +4,9 @@ import pytest
 
 from kubeslurm.api import ManifestError, load_documents
 from kubeslurm.render.errors import RenderError
-from kubeslurm.render.slurm_conf import DEFAULT_TUNABLES, FAIR_SHARE_TUNABLES, ACCOUNTING_TUNABLES, OWNED_KEYS, render_slurm_conf
+from kubeslurm.render.slurm_conf import (
+    ACCOUNTING_TUNABLES, BACKUP_TUNABLES, DEFAULT_TUNABLES, FAIR_SHARE_TUNABLES, OWNED_KEYS, render_slurm_conf,
+)
 
 from .manifests import contract_documents, set_path
 
@@ -26,8 +28,10 @@ def settings(conf: str) -> dict[str, list[str]]:
 
 
 def test_every_key_is_owned_or_a_documented_default():
-    known = set(OWNED_KEYS) | set(DEFAULT_TUNABLES) | set(FAIR_SHARE_TUNABLES) | set(ACCOUNTING_TUNABLES) | {"PreemptMode"}
+    known = (set(OWNED_KEYS) | set(DEFAULT_TUNABLES) | set(FAIR_SHARE_TUNABLES) | set(ACCOUNTING_TUNABLES)
+             | set(BACKUP_TUNABLES) | {"PreemptMode"})
     assert set(settings(render())) <= known
+    assert set(settings(render(set_path(CLUSTER, "spec.controller.backup", True)))) <= known
 
 
 @pytest.mark.parametrize(
@@ -55,6 +59,33 @@ def test_spec_fields_become_slurm_settings(path, value, expected):
     got = settings(render(set_path(CLUSTER, path, value)))
     for key, values in expected.items():
         assert got.get(key) == values, f"{key}: {got.get(key)}"
+
+
+@pytest.mark.parametrize(
+    "backup,slurm_conf,expected",
+    [
+        # One slurmctld: nothing waits for it to fail over, so Slurm's own default stays.
+        (False, {}, None),
+        # A backup takes over after 30 s without the primary, not after Slurm's 120 s.
+        (True, {}, ["30"]),
+        # A site that wants another takeover delay says so; it replaces ours, once.
+        (True, {"SlurmctldTimeout": "90"}, ["90"]),
+        (True, {"slurmctldtimeout": "90"}, None),
+        (False, {"SlurmctldTimeout": "90"}, ["90"]),
+    ],
+)
+def test_slurmctld_timeout_follows_the_backup(backup, slurm_conf, expected):
+    cluster = set_path(set_path(CLUSTER, "spec.controller.backup", backup), "spec.slurmConf", slurm_conf)
+    got = settings(render(cluster))
+    assert got.get("SlurmctldTimeout") == expected
+    overrides = {key: [value] for key, value in slurm_conf.items()}
+    assert {key: got[key] for key in overrides} == overrides
+
+
+def test_a_backup_is_a_second_slurmctld_host_after_the_primary():
+    hosts = settings(render(set_path(CLUSTER, "spec.controller.backup", True)))["SlurmctldHost"]
+    # Order matters to Slurm: the first is the primary, which takes control back whenever it starts.
+    assert hosts == ["research-controller-0(research-slurmctld-0)", "research-controller-1(research-slurmctld-1)"]
 
 
 def test_a_user_override_replaces_the_default_instead_of_repeating_it():

@@ -11,6 +11,15 @@ Pod layout:
 The pod template carries the hash of the ConfigMap data: a config change rolls the
 controller (its state is on the PVC, running jobs keep running on slurmd), after
 which the operator runs `scontrol reconfigure` so configless slurmd pods fetch it.
+
+With a backup (Slurm 24.11 semantics, proven by the e2e story): the backup takes over
+once the primary has not answered for SlurmctldTimeout (see slurm_conf.BACKUP_TUNABLES)
+and its heartbeat file on the shared claim stopped changing; a primary that starts
+takes control back at once (it asks the backup to save state and return to standby), so
+pod 0 is the one in control whenever it runs. `scontrol takeover` therefore only hands
+control over for as long as the primary stays down: its slurmctld exits on the backup's
+request and the kubelet restarts it, which takes control back. Both pods count as ready
+when their port is open: slurmctld listens from its start, also as a standby backup.
 """
 
 from ..api import SlurmCluster
@@ -22,6 +31,15 @@ STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 STATE_VOLUME = "state"
 # slurmctld writes its whole state on SIGTERM; large queues take a while.
 TERMINATION_GRACE_SECONDS = 120
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
+
+def _apart(selector: dict[str, str]) -> dict:
+    """Primary and backup on different Kubernetes nodes where there is room: a backup on the
+    primary's node is lost with it, which is the failure a backup is for. Preferred, not
+    required: a one-node cluster still runs both (the backup then covers slurmctld crashes)."""
+    term = {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": HOSTNAME_TOPOLOGY_KEY}
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}}
 
 
 def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str], *, users: slurm_pod.UnixUsers) -> dict:
@@ -60,12 +78,15 @@ def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str],
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )
+    selector = labels.selector_labels(name, labels.CONTROLLER)
+    if cluster.spec.controller.backup:
+        spec["affinity"] = _apart(selector)
     template = pods.pod_template(pod_labels, {CONFIG_HASH_ANNOTATION: config_hash(config_files)}, spec)
     return stateful_set(
         name=statefulset,
         owner=cluster,
         object_labels=pod_labels,
-        selector=labels.selector_labels(name, labels.CONTROLLER),
+        selector=selector,
         service_name=statefulset,
         replicas=len(naming.controller_hosts(name, cluster.spec.controller.backup)),
         template=template,

@@ -86,6 +86,18 @@ ACCOUNTING_TUNABLES = {
     "AccountingStorageTRES": "gres/gpu",
     "AccountingStorageEnforce": "associations,limits,qos",
 }
+# Only with a backup slurmctld. SlurmctldTimeout is how long the backup waits for the
+# primary to answer before it takes over (Slurm 24.11 backup.c: it pings every
+# SlurmctldTimeout/3 and takes over once neither a ping has been answered nor the heartbeat
+# file, written by the primary every SlurmctldTimeout/4 on the shared StateSaveLocation, has
+# changed for longer than SlurmctldTimeout: 30-44 s here). Slurm's 120 s default keeps
+# every submission waiting up to 3 minutes when the primary's Kubernetes node is lost, and a
+# StatefulSet does not replace a pod on a lost node until the node is deleted. 30 s, not
+# less: a slurmctld pod that is merely replaced (config roll, eviction) is usually back
+# sooner and causes no takeover. Clients retry a standby backup for 1.5 x SlurmctldTimeout
+# (45 s), so a command sent in the first seconds after the primary died can still give up
+# before the takeover; later ones wait for it and succeed.
+BACKUP_TUNABLES = {"SlurmctldTimeout": "30"}
 PREEMPT_TYPES = {"off": "preempt/none", "qos": "preempt/qos", "partition": "preempt/partition_prio"}
 
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
@@ -170,6 +182,8 @@ def render_slurm_conf(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
         tunables["PreemptMode"] = "REQUEUE"
     else:
         tunables["PreemptMode"] = "OFF"
+    if spec.controller.backup:
+        tunables.update(BACKUP_TUNABLES)
     if spec.accounting.enabled:
         tunables.update(ACCOUNTING_TUNABLES)
         # sacct reports GPU-hours per GPU type only for types listed here.
