@@ -3,7 +3,8 @@ researchers submit from the login pod, and the cluster scales, fails over and re
 underneath them without losing a job.
 
 One SlurmCluster (examples/demo.yaml: a GPU NodeSet `h100` with 2 fake GPUs, a CPU NodeSet
-`cpu`, a shared home) in its own namespace, walked through in file order: each test is one chapter and
+`cpu`, a shared home; here with `controller.backup: true`, a second slurmctld) in its own namespace,
+walked through in file order: each test is one chapter and
 leaves the cluster as the next one expects it. Every Slurm command runs in the login pod
 (`kubectl exec`), as the account users of the manifest where a researcher would. The last
 chapters count the jobs: every job submitted in the story must end COMPLETED in sacct.
@@ -33,7 +34,8 @@ pytestmark = pytest.mark.e2e
 NAMESPACE = "e2e-story"
 CLUSTER = "research"
 LOGIN = f"{CLUSTER}-login-0"
-CONTROLLER = f"{CLUSTER}-controller-0"
+CONTROLLER = f"{CLUSTER}-controller-0"  # the primary slurmctld
+BACKUP_CONTROLLER = f"{CLUSTER}-controller-1"
 MANIFEST = ROOT / "examples" / "demo.yaml"
 READY_TIMEOUT = 900
 REQUEUE_TIMEOUT = 420  # slurmctld holds a requeued batch job for a while before it is eligible again
@@ -170,6 +172,10 @@ def story(kube, operator):
     documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
     for document in documents:
         document["metadata"]["namespace"] = NAMESPACE
+        if document["kind"] == "SlurmCluster":
+            # A backup slurmctld, so the failover chapter proves Slurm's own HA on the shared state
+            # claim (ReadWriteMany). It requests no CPU: the 4 slurmd pods still fit.
+            document["spec"]["controller"]["backup"] = True
     client.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
     deployment.wait_usable(client, NAMESPACE, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
     yield Story(client)
@@ -443,15 +449,113 @@ def test_sacct_and_sshare_account_for_the_jobs(story):
 # -- 4. controller failover ----------------------------------------------------------
 
 
+HOLD_TAINT = "kubeslurm.io/e2e-hold-primary-slurmctld"
+
+
 def test_controller_pod_deleted_no_job_lost(story):
-    running = story.sbatch("-p cpu -N3 --wrap 'sleep 40'")
+    """The primary slurmctld's pod is deleted under a running 3-node job with others queued, and
+    Kubernetes cannot place its new pod for now (every node tainted NoSchedule: as when its node is
+    lost and no other has room; a deleted pod alone is back sooner than SlurmctldTimeout and takes
+    no failover). The backup takes over, researchers keep submitting, no job is lost. Once the pod
+    can be placed, the primary takes control back: what Slurm 24.11 does (a starting primary asks
+    the backup to save state and return to standby), so the backup is standby again, not restarted."""
+    kube = story.kube
+    config = story.sh("scontrol show config")
+    slurmctld_timeout = int(re.search(r"^SlurmctldTimeout\s*=\s*(\d+)", config, re.M).group(1))
+    assert slurmctld_timeout < 120, "a backup takes over after 120 s (Slurm's default) without the operator's default"
+    wait_for(lambda: (controller_pings(story) == {"primary": "UP", "backup": "UP"}, controller_pings(story)),
+             120, "primary and backup slurmctld answering")
+    primary, backup = story.pod(CONTROLLER), story.pod(BACKUP_CONTROLLER)
+    assert primary["spec"]["nodeName"] != backup["spec"]["nodeName"], "primary and backup slurmctld share a node"
+    backup_restarts = container_restarts(backup, "slurmctld")
+
+    running = story.sbatch("-p cpu -N3 --wrap 'sleep 60'")
     story.wait_running(running)
     queued = [story.sbatch("-p cpu --wrap 'sleep 2'") for _ in range(3)]
-    story.replace_pod(CONTROLLER)
-    # sbatch works again once the controller is back.
-    wait_for(lambda: (story.sh("scontrol ping", check=False).count("UP") > 0, "ping"), 120, "slurmctld answers")
-    queued.append(story.sbatch("-p cpu --wrap true"))
-    story.wait_jobs([running, *queued], timeout=300)
+    before = job_ledger(story)
+    assert before.get(running) == "RUNNING" and all(before.get(j) == "PENDING" for j in queued), before
+
+    kube.run("taint", "nodes", "--all", f"{HOLD_TAINT}=true:NoSchedule")
+    try:
+        deleted_at = datetime.now(timezone.utc)
+        t0 = time.monotonic()
+        kube.run("delete", "pod", CONTROLLER, "-n", NAMESPACE, "--wait=false")
+
+        def backup_in_control():
+            pings = controller_pings(story)
+            if pings != {"primary": "DOWN", "backup": "UP"}:
+                return False, pings
+            # A standby backup answers pings but refuses squeue (the client retries it for 1.5 x
+            # SlurmctldTimeout); with the primary gone, an answer comes from the backup in control.
+            result = kube.exec(NAMESPACE, LOGIN, "login", ["squeue", "-h", "-o", "%i %T"], check=False)
+            return result.returncode == 0, (pings, result.stderr.strip()[-200:])
+        wait_for(backup_in_control, 4 * slurmctld_timeout + 120, "the backup slurmctld in control")
+        seen_after = time.monotonic() - t0
+        log = kube.run("logs", "-n", NAMESPACE, BACKUP_CONTROLLER, "-c", "slurmctld", "--timestamps").stdout
+        took_over = [line for line in log.splitlines() if "taking over" in line]
+        assert took_over, log[-3000:]
+        took_over_at = datetime.fromisoformat(took_over[-1].split()[0].replace("Z", "+00:00"))
+        print(f"\nbackup slurmctld took over {(took_over_at - deleted_at).total_seconds():.0f} s after the "
+              f"primary's pod was deleted (its log; SlurmctldTimeout={slurmctld_timeout}); squeue answered "
+              f"from the login pod after {seen_after:.0f} s", flush=True)
+
+        # Under the backup: every job is still there, and a researcher's sbatch works.
+        states = {job: story.job_state(job) for job in [running, *queued]}
+        assert all(state in ("RUNNING", "PENDING", "COMPLETING", "COMPLETED") for state in states.values()), states
+        during = story.sbatch("-p cpu --wrap 'sleep 30'")
+        assert story.job_state(during) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETED"), during
+        # The operator reaches Slurm through the backup's pod: the cluster is Ready without the primary.
+        def cluster_ready():
+            conditions = kube.get("slurmcluster", CLUSTER, "-n", NAMESPACE)["status"].get("conditions", [])
+            ready = next((c for c in conditions if c["type"] == "Ready"), {})
+            return ready.get("status") == "True", ready
+        wait_for(cluster_ready, 180, "the SlurmCluster Ready while the backup is in control")
+        # The backup schedules: the running job ends and the queued ones run, all while the primary is away.
+        story.wait_jobs([running, *queued], timeout=300)
+        assert not pod_ready(story.pod(CONTROLLER)), "the primary came back before the backup was seen working"
+        boot_of_backup = controller_boot_time(story)
+    finally:
+        released = time.monotonic()
+        untainted = kube.run("taint", "nodes", "--all", f"{HOLD_TAINT}-", check=False)
+        if untainted.returncode != 0:
+            print(f"removing taint {HOLD_TAINT}: {untainted.stderr.strip()}", flush=True)
+
+    wait_for(lambda: (pod_ready(story.pod(CONTROLLER)), "not Ready"), 300, f"a new pod {CONTROLLER} Ready")
+
+    def primary_in_control():
+        pings, boot = controller_pings(story), controller_boot_time(story)
+        # BOOT_TIME is that of the slurmctld that answered: the backup's until the new primary rules.
+        return pings == {"primary": "UP", "backup": "UP"} and boot > boot_of_backup, (pings, boot, boot_of_backup)
+    wait_for(primary_in_control, 300, "the primary slurmctld in control again, the backup standing by")
+    print(f"primary slurmctld back in control {time.monotonic() - released:.0f} s after its pod could be placed again",
+          flush=True)
+    log = kube.run("logs", "-n", NAMESPACE, BACKUP_CONTROLLER, "-c", "slurmctld").stdout
+    assert "REQUEST_CONTROL" in log.split("taking over")[-1], log[-3000:]
+    assert container_restarts(story.pod(BACKUP_CONTROLLER), "slurmctld") == backup_restarts
+    # sbatch works with the primary back; every job of the chapter completes.
+    after = story.sbatch("-p cpu --wrap true")
+    story.wait_jobs([running, *queued, during, after], timeout=300)
+
+
+def controller_pings(story) -> dict[str, str]:
+    """`scontrol ping` from the login pod: {"primary": "UP"|"DOWN", "backup": ...}."""
+    out = story.sh("scontrol ping", check=False)
+    return dict(re.findall(r"^Slurmctld\((\w+)\) at \S+ is (UP|DOWN)$", out, re.M))
+
+
+def controller_boot_time(story) -> str:
+    """BOOT_TIME of the slurmctld in control (ISO 8601: compares as text)."""
+    match = re.search(r"^BOOT_TIME\s*=\s*(\S+)", story.sh("scontrol show config"), re.M)
+    return match.group(1) if match else ""
+
+
+def job_ledger(story) -> dict[str, str]:
+    """squeue: job id -> state."""
+    return dict(line.split() for line in story.sh("squeue -h -o '%i %T'").splitlines() if line.strip())
+
+
+def container_restarts(pod: dict, container: str) -> int:
+    return next(c["restartCount"] for c in pod["status"]["containerStatuses"] if c["name"] == container)
 
 
 # -- 5. node replacement -------------------------------------------------------------

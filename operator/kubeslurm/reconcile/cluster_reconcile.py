@@ -192,7 +192,7 @@ class ClusterReconciler:
 
     def observe_kubernetes(self, run: Run) -> None:
         """Every Kubernetes read the later steps need, once: the cluster's listed objects,
-        its slurmd pods, the Kubernetes nodes under them and the controller pod."""
+        its slurmd pods, the Kubernetes nodes under them and the controller pods."""
         ns, name = run.cluster.metadata.namespace, run.cluster.metadata.name
         for kind in ownership.LISTED_KINDS:
             for obj in self.api.list(kind, ns, ownership.cluster_selector(name)):
@@ -202,10 +202,19 @@ class ClusterReconciler:
         run.slurmd_pods = self.api.list(ownership.POD, ns, ownership.cluster_selector(name, ownership.SLURMD))
         if run.slurmd_pods:
             run.k8s_nodes = {n["metadata"]["name"]: n for n in self.api.list(ownership.NODE, None)}
-        run.controller_pod = self.api.get(ownership.POD, ns, naming.controller_hosts(name, False)[0].name)
+        primary, *backup = naming.controller_hosts(name, run.cluster.spec.controller.backup)
+        run.controller_pod = self.api.get(ownership.POD, ns, primary.name)
+        if backup:
+            run.backup_controller_pod = self.api.get(ownership.POD, ns, backup[0].name)
 
     def observe_slurm(self, run: Run) -> None:
-        run.slurm = self.slurm_for(run.cluster, run.controller_pod)
+        # Through the primary's pod, or the backup's while the primary's is not Ready: Slurm's
+        # commands there reach whichever slurmctld is in control, so a lost primary stops
+        # neither lost-slurmd handling nor scale-down once the backup has taken over.
+        for pod in (run.controller_pod, run.backup_controller_pod):
+            run.slurm = self.slurm_for(run.cluster, pod)
+            if run.slurm is not None:
+                break
         if run.slurm is None:
             return
         try:

@@ -35,11 +35,12 @@ class Run:
     database_password: str | None = None
     config_hash_key: bytes | None = None  # keys the hash of slurmdbd.conf (render/config_hash.py)
     # Kubernetes, read once: the cluster's listed objects by (kind, name), its slurmd
-    # pods, the Kubernetes nodes (only when there are slurmd pods), the controller pod.
+    # pods, the Kubernetes nodes (only when there are slurmd pods), the controller pods.
     live: dict[tuple[str, str], dict] = field(default_factory=dict)
     slurmd_pods: list[dict] = field(default_factory=list)
     k8s_nodes: dict[str, dict] = field(default_factory=dict)
-    controller_pod: dict | None = None
+    controller_pod: dict | None = None  # the primary slurmctld's
+    backup_controller_pod: dict | None = None  # with spec.controller.backup
     # Slurm, read once (None while slurmctld does not answer)
     slurm: SlurmControl | None = None
     slurm_nodes: dict[str, SlurmNode] | None = None

@@ -1,4 +1,7 @@
-"""How the operator reaches a cluster's slurmctld: exec into the controller pod once it is Ready."""
+"""How the operator reaches a cluster's slurmctld: exec into a controller pod once it is Ready.
+
+Slurm's commands there reach whichever slurmctld is in control (slurm.conf lists both
+hosts), so the backup's pod serves as well as the primary's while the primary is away."""
 
 from ..api import SlurmCluster
 from .kube_api import KubeApi
@@ -19,7 +22,7 @@ class SlurmAccess:
         self.api_client = api_client
 
     def __call__(self, cluster: SlurmCluster, controller_pod: dict | None) -> SlurmControl | None:
-        """A SlurmControl for the primary controller, or None while it is not Ready."""
+        """A SlurmControl through controller_pod (primary or backup), or None while it is not Ready."""
         if not pod_ready(controller_pod):
             return None
         meta = controller_pod["metadata"]
