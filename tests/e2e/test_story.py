@@ -475,7 +475,7 @@ def test_controller_pod_deleted_no_job_lost(story):
     before = job_ledger(story)
     assert before.get(running) == "RUNNING" and all(before.get(j) == "PENDING" for j in queued), before
 
-    kube.run("taint", "nodes", "--all", f"{HOLD_TAINT}=true:NoSchedule")
+    kube.run("taint", "nodes", "--all", "--overwrite", f"{HOLD_TAINT}=true:NoSchedule")
     try:
         deleted_at = datetime.now(timezone.utc)
         t0 = time.monotonic()
@@ -501,7 +501,7 @@ def test_controller_pod_deleted_no_job_lost(story):
 
         # Under the backup: every job is still there, and a researcher's sbatch works.
         states = {job: story.job_state(job) for job in [running, *queued]}
-        assert all(state in ("RUNNING", "PENDING", "COMPLETING", "COMPLETED") for state in states.values()), states
+        assert all(state in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "COMPLETED") for state in states.values()), states
         during = story.sbatch("-p cpu --wrap 'sleep 30'")
         assert story.job_state(during) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETED"), during
         # The operator reaches Slurm through the backup's pod: the cluster is Ready without the primary.
