@@ -12,14 +12,15 @@ The pod template carries the hash of the ConfigMap data: a config change rolls t
 controller (its state is on the PVC, running jobs keep running on slurmd), after
 which the operator runs `scontrol reconfigure` so configless slurmd pods fetch it.
 
-With a backup (Slurm 24.11 semantics, proven by the e2e story): the backup takes over
-once the primary has not answered for SlurmctldTimeout (see slurm_conf.BACKUP_TUNABLES)
-and its heartbeat file on the shared claim stopped changing; a primary that starts
-takes control back at once (it asks the backup to save state and return to standby), so
-pod 0 is the one in control whenever it runs. `scontrol takeover` therefore only hands
-control over for as long as the primary stays down: its slurmctld exits on the backup's
-request and the kubelet restarts it, which takes control back. Both pods count as ready
-when their port is open: slurmctld listens from its start, also as a standby backup.
+With a backup (Slurm 24.11; the e2e story's failover chapter checks the first two): the
+backup takes over once the primary has not answered for SlurmctldTimeout (see
+slurm_conf.BACKUP_TUNABLES) and its heartbeat file on the shared claim stopped changing;
+a primary that starts takes control back at once (it asks the backup to save state and
+return to standby), so pod 0 is the one in control whenever it runs. Hence, from
+Slurm's source rather than a test here, `scontrol takeover` hands control over only for
+as long as the primary stays down: its slurmctld exits on the backup's request, and the
+kubelet restarts it, which takes control back. Both pods count as ready once their port
+is open: slurmctld listens from its start, also as a standby backup.
 """
 
 from ..api import SlurmCluster
