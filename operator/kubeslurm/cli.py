@@ -2,6 +2,7 @@
 
 import argparse
 import base64
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from .render.name_collisions import name_collisions
 from .render.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
 from .render.slurm_pod import unix_users
 from .render.slurmd_node import slurmd_conf_line
+
+# /metrics; kopf's liveness endpoint (--liveness) has 8080.
+METRICS_PORT = 9090
 
 # Offline there is no key, no password and no uid: the operator makes the first two
 # once at apply time and the API server assigns the last. render never invents them.
@@ -187,17 +191,18 @@ def command_render(args) -> int:
 
 def command_run(args) -> int:
     """Start the operator. One replica (Deployment strategy Recreate): peering is off, see README."""
-    import os
-
     import kopf
 
     if args.kubeconfig:
         # kopf logs in on its own through the kubernetes client, which reads KUBECONFIG
         os.environ["KUBECONFIG"] = args.kubeconfig
         os.environ["KUBESLURM_KUBECONFIG"] = args.kubeconfig
+    from .metrics.endpoint import serve_metrics
     from .reconcile import handlers
 
     handlers.RUNTIME.start(args.kubeconfig)
+    if args.metrics_port:
+        serve_metrics(args.metrics_port)
     kopf.configure(
         verbose=args.verbose,
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN,
@@ -241,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--namespace", action="append", help="watch only this namespace (repeatable); default: all")
     run.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster ServiceAccount, then KUBECONFIG")
     run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL, empty to disable")
+    run.add_argument(
+        "--metrics-port", type=int, default=int(os.environ.get("KUBESLURM_METRICS_PORT", METRICS_PORT)),
+        help=f"serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default {METRICS_PORT}; 0: off)",
+    )
     run.add_argument("--log-format", choices=["plain", "json"], default="plain")
     run.add_argument("--verbose", action="store_true")
     run.set_defaults(func=command_run)

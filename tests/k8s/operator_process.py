@@ -3,9 +3,13 @@
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from testbed import REPO
+from testbed.control_plane.control_plane import free_port
 from testbed.processes import Supervisor
 from testbed.waiting import wait_for
 
@@ -21,6 +25,8 @@ class OperatorProcess:
         self.resync_seconds = resync_seconds
         self.namespaces = namespaces  # watched namespaces (--namespace each); empty: all
         self.popen: subprocess.Popen | None = None
+        # A free port of its own: other sessions' operators may run on this machine too.
+        self.metrics_port = free_port()
 
     def start(self) -> None:
         env = dict(os.environ, KUBESLURM_RESYNC_SECONDS=str(self.resync_seconds))
@@ -30,7 +36,7 @@ class OperatorProcess:
         self.popen = self.supervisor.spawn(
             "operator",
             [sys.executable, "-m", "kubeslurm.cli", "run", "--kubeconfig", str(self.kubeconfig), "--liveness", "",
-             *(f"--namespace={namespace}" for namespace in self.namespaces)],
+             f"--metrics-port={self.metrics_port}", *(f"--namespace={namespace}" for namespace in self.namespaces)],
             marker=str(self.kubeconfig), log=self.log_path, env=env,
         )
 
@@ -39,6 +45,12 @@ class OperatorProcess:
             return
         self.supervisor.stop(grace=30)
         self.popen = None
+
+    def scrape(self) -> dict[str, list]:
+        """GET /metrics over HTTP, parsed by prometheus_client: family name -> its samples."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return {family.name: family.samples for family in text_string_to_metric_families(text)}
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None

@@ -101,10 +101,20 @@ def test_hostlists_expand_like_scontrol_show_hostnames(hostlist, hosts):
     assert expand(hostlist) == hosts
 
 
-def test_squeue_lines_parse_with_epoch_start_times():
-    assert parse_job_line("12|RUNNING|1780000000|cpu-[0-1]") == SlurmJob("12", "RUNNING", 1780000000, ("cpu-0", "cpu-1"))
-    assert parse_job_line("13|PENDING|N/A|") == SlurmJob("13", "PENDING", None, ())
-    assert parse_job_line("13_[1-3]|PENDING|1780000100|").holds_nodes is False
+@pytest.mark.parametrize(("line", "job"), [
+    ("12|RUNNING|1780000000|cpu|vision|None|cpu-[0-1]",
+     SlurmJob("12", "RUNNING", 1780000000, ("cpu-0", "cpu-1"), partition="cpu", account="vision", reason="None")),
+    ("13|PENDING|N/A|h100|nlp|Resources|", SlurmJob("13", "PENDING", None, (), "h100", "nlp", "Resources")),
+    # a reason may hold spaces, commas and a hostlist of its own
+    ("14|PENDING|N/A|h100,cpu|nlp|ReqNodeNotAvail, UnavailableNodes:h100-[0-1]|",
+     SlurmJob("14", "PENDING", None, (), "h100,cpu", "nlp", "ReqNodeNotAvail, UnavailableNodes:h100-[0-1]")),
+])
+def test_squeue_lines_parse_with_epoch_start_times(line, job):
+    assert parse_job_line(line) == job
+
+
+def test_a_pending_array_holds_no_node():
+    assert parse_job_line("13_[1-3]|PENDING|1780000100|cpu|vision|Priority|").holds_nodes is False
 
 
 def test_output_that_is_not_squeue_s_is_a_command_error_not_a_crash():

@@ -19,6 +19,7 @@ from kubernetes.client.rest import ApiException
 
 from .. import ownership
 from ..api import ManifestError, SlurmCluster, parse_object
+from ..metrics.operator_metrics import forget_cluster, timed_reconcile, timed_step
 from ..render import naming
 from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects, ssh_host_key_secret
 from ..render.config_hash import config_hash_key
@@ -29,6 +30,7 @@ from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
 from .events import EventRecorder
 from .kube_api import KubeApi
+from .publish_metrics import publish_cluster_metrics
 from .record_unix_ids import record_unix_ids
 from .run_state import NodeSetState, Run, StepFailed
 from .scale_down import plan_scale
@@ -53,6 +55,7 @@ class ClusterReconciler:
     def reconcile(self, namespace: str, name: str) -> Run | None:
         raw = self.api.get(ownership.SLURM_CLUSTER, namespace, name)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
+            forget_cluster(namespace, name)
             return None  # garbage collection removes what we created
         run = Run(raw=raw)
         steps = [
@@ -68,20 +71,22 @@ class ClusterReconciler:
             ("Prune", lambda run: prune_undesired(self.api, self.events, run)),
             ("SyncSlurm", lambda run: sync_slurm(self.api, self.events, run)),
         ]
-        try:
-            for step_name, step in steps:
-                try:
-                    step(run)
-                except StepFailed:
-                    raise
-                except (ApiException, SlurmCommandError, RenderError, ValueError) as error:
-                    raise StepFailed(step_name, f"{step_name}Failed", _short(error)) from error
-        except StepFailed as failure:
-            log.warning("reconcile %s/%s failed at %s: %s", namespace, name, failure.step, failure.message)
-            self.events.warning(raw, failure.reason, f"step {failure.step}: {failure.message}")
-            write_status(self.api, run, failure)
-            raise
-        write_status(self.api, run, None)
+        with timed_reconcile(namespace, name):
+            try:
+                for step_name, step in steps:
+                    with timed_step(namespace, name, step_name):
+                        try:
+                            step(run)
+                        except StepFailed:
+                            raise
+                        except (ApiException, SlurmCommandError, RenderError, ValueError) as error:
+                            raise StepFailed(step_name, f"{step_name}Failed", _short(error)) from error
+            except StepFailed as failure:
+                log.warning("reconcile %s/%s failed at %s: %s", namespace, name, failure.step, failure.message)
+                self.events.warning(raw, failure.reason, f"step {failure.step}: {failure.message}")
+                write_status(self.api, run, failure)
+                raise
+            write_status(self.api, run, None)
         return run
 
     # ---- steps -------------------------------------------------------------
@@ -215,14 +220,22 @@ class ClusterReconciler:
             run.slurm = self.slurm_for(run.cluster, pod)
             if run.slurm is not None:
                 break
-        if run.slurm is None:
-            return
+        if run.slurm is not None:
+            self.read_slurm(run)
+        publish_cluster_metrics(run)
+
+    def read_slurm(self, run: Run) -> None:
         try:
             run.slurm_nodes = {node.name: node for node in run.slurm.nodes()}
             run.slurm_jobs = run.slurm.jobs()
         except SlurmCommandError as error:
             log.info("slurmctld of %s not answering: %s", run.cluster.metadata.name, error)
             run.slurm, run.slurm_nodes, run.slurm_jobs = None, None, None
+            return
+        try:  # only for the metrics: a reconcile never fails for want of them
+            run.scheduler_statistics = run.slurm.scheduler_statistics()
+        except SlurmCommandError as error:
+            log.info("sdiag of %s failed: %s", run.cluster.metadata.name, error)
 
     def plan_scaling(self, run: Run) -> None:
         running = {

@@ -17,6 +17,7 @@ import kopf
 
 from .. import ownership
 from ..api import GROUP, VERSION
+from ..metrics.operator_metrics import CLUSTERS, PENDING_WAKEUPS, forget_cluster
 from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
@@ -54,8 +55,24 @@ class Runtime:
         if namespace and name:
             self.wakeup(namespace, name).set()
 
+    def forget(self, namespace: str, name: str) -> None:
+        """The cluster's loop ended (deleted, or the operator stops): its flag and metrics go."""
+        with self.lock:
+            self.wakeups.pop((namespace, name), None)
+        forget_cluster(namespace, name)
+
+    def pending_wakeups(self) -> int:
+        with self.lock:
+            return sum(1 for wakeup in self.wakeups.values() if wakeup.is_set())
+
+    def clusters(self) -> int:
+        with self.lock:
+            return len(self.wakeups)
+
 
 RUNTIME = Runtime()
+PENDING_WAKEUPS.set_function(RUNTIME.pending_wakeups)
+CLUSTERS.set_function(RUNTIME.clusters)
 
 
 @kopf.on.startup()
@@ -92,6 +109,13 @@ def login(**kwargs):
 @kopf.daemon(GROUP, VERSION, "slurmclusters", cancellation_timeout=30)
 def cluster_daemon(namespace, name, stopped, **_):
     """Reconcile one SlurmCluster whenever nudged, every RESYNC_SECONDS, and after errors with backoff."""
+    try:
+        _reconcile_until_stopped(namespace, name, stopped)
+    finally:
+        RUNTIME.forget(namespace, name)
+
+
+def _reconcile_until_stopped(namespace, name, stopped):
     wakeup = RUNTIME.wakeup(namespace, name)
     backoff = 0.0
     while not stopped:

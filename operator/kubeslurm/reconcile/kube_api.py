@@ -1,8 +1,8 @@
 """The few Kubernetes API calls the operator makes, each counted, on the official client.
 
-Server-side apply under one field manager; reads are lists by label. Every write
-goes through `write_count` so tests and metrics can prove a no-op reconcile
-writes nothing.
+Server-side apply under one field manager; reads are lists by label. Every call is
+counted by kind and verb (kubeslurm_api_writes_total, kubeslurm_api_reads_total), and
+writes in `writes` too, so tests and metrics can prove a no-op reconcile writes nothing.
 """
 
 import json
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from ..metrics.operator_metrics import API_READS, API_WRITES
 from ..ownership import Kind, kind_of
 
 FIELD_MANAGER = "kubeslurm"
@@ -36,13 +37,30 @@ class KubeApi:
     writes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _call(self, method: str, path: str, body=None, query=None, content_type: str | None = None):
+    def _call(self, method: str, path: str, body=None, query=None, content_type: str | None = None, *,
+              counted: tuple[str | None, Kind, str]):
+        """`counted`: (namespace, kind, verb) for the metrics."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
-        if method != "GET":
-            with self._lock:
-                self.writes += 1
+        namespace, kind, verb = counted
+        if method == "GET":
+            API_READS.labels(namespace or "", kind.kind, verb).inc()
+            return self._send(method, path, body, query, headers)
+        with self._lock:
+            self.writes += 1
+        code = "error"  # the request never got an answer
+        try:
+            answer = self._send(method, path, body, query, headers)
+            code = "2xx"
+            return answer
+        except ApiException as error:
+            code = str(error.status)
+            raise
+        finally:
+            API_WRITES.labels(namespace or "", kind.kind, verb, code).inc()
+
+    def _send(self, method: str, path: str, body, query, headers: dict):
         method, url, headers, body, post_params = self.api_client.param_serialize(
             method=method,
             resource_path=path,
@@ -59,7 +77,7 @@ class KubeApi:
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict | None:
         try:
-            return self._call("GET", kind.object_path(namespace, name))
+            return self._call("GET", kind.object_path(namespace, name), counted=(namespace, kind, "get"))
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -67,7 +85,7 @@ class KubeApi:
 
     def list(self, kind: Kind, namespace: str | None, label_selector: str | None = None) -> list[dict]:
         query = {"labelSelector": label_selector} if label_selector else None
-        items = self._call("GET", kind.collection_path(namespace), query=query)["items"]
+        items = self._call("GET", kind.collection_path(namespace), query=query, counted=(namespace, kind, "list"))["items"]
         # Items of a list carry no apiVersion/kind; put them back so they compare like GETs.
         for item in items:
             item.setdefault("apiVersion", kind.api_version)
@@ -83,18 +101,20 @@ class KubeApi:
             body=obj,
             query={"fieldManager": FIELD_MANAGER, "force": "true"},
             content_type="application/apply-patch+yaml",
+            counted=(meta.get("namespace"), kind, "apply"),
         )
 
     def create(self, obj: dict) -> dict:
         kind = kind_of(obj)
-        return self._call("POST", kind.collection_path(obj["metadata"].get("namespace")), body=obj)
+        namespace = obj["metadata"].get("namespace")
+        return self._call("POST", kind.collection_path(namespace), body=obj, counted=(namespace, kind, "create"))
 
     def delete(self, kind: Kind, namespace: str | None, name: str, uid: str | None = None) -> None:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            self._call("DELETE", kind.object_path(namespace, name), body=body)
+            self._call("DELETE", kind.object_path(namespace, name), body=body, counted=(namespace, kind, "delete"))
         except ApiException as error:
             if error.status not in (404, 409):
                 raise
@@ -105,7 +125,9 @@ class KubeApi:
             kind.object_path(namespace, name) + "/status",
             body={"status": status},
             content_type="application/merge-patch+json",
+            counted=(namespace, kind, "patch-status"),
         )
 
     def merge_patch(self, kind: Kind, namespace: str | None, name: str, patch: dict) -> dict:
-        return self._call("PATCH", kind.object_path(namespace, name), body=patch, content_type="application/merge-patch+json")
+        return self._call("PATCH", kind.object_path(namespace, name), body=patch, content_type="application/merge-patch+json",
+                          counted=(namespace, kind, "patch"))

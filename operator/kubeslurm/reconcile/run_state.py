@@ -7,6 +7,7 @@ here, so later steps (apply, prune, Slurm sync, status) decide from the same sna
 from dataclasses import dataclass, field
 
 from ..api import NodeSet, SlurmCluster
+from ..metrics.sdiag import SchedulerStatistics
 from .scale_down import ScalePlan
 from .slurm_control import SlurmControl, SlurmJob, SlurmNode
 
@@ -45,6 +46,7 @@ class Run:
     slurm: SlurmControl | None = None
     slurm_nodes: dict[str, SlurmNode] | None = None
     slurm_jobs: list[SlurmJob] | None = None
+    scheduler_statistics: SchedulerStatistics | None = None  # sdiag, for the metrics only
     desired: list[dict] = field(default_factory=list)
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None

@@ -4,6 +4,7 @@ Slurm's commands there reach whichever slurmctld is in control (slurm.conf lists
 hosts), so the backup's pod serves as well as the primary's while the primary is away."""
 
 from ..api import SlurmCluster
+from ..metrics.operator_metrics import measured_runner
 from .kube_api import KubeApi
 from .slurm_control import SlurmControl, pod_exec_runner
 
@@ -26,4 +27,5 @@ class SlurmAccess:
         if not pod_ready(controller_pod):
             return None
         meta = controller_pod["metadata"]
-        return SlurmControl(pod_exec_runner(self.api_client, meta["namespace"], meta["name"], CONTROLLER_CONTAINER))
+        runner = pod_exec_runner(self.api_client, meta["namespace"], meta["name"], CONTROLLER_CONTAINER)
+        return SlurmControl(measured_runner(runner, cluster.metadata.namespace, cluster.metadata.name))

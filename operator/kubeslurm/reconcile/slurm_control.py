@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from ..metrics.sdiag import SchedulerStatistics, parse_sdiag
 from ..render.accounting_commands import AssociationRemoval, SlurmAssociations
 from .slurm_hostlist import expand
 
@@ -46,6 +47,11 @@ class SlurmNode:
     reason: str = ""
     gres: str = ""
     features: list[str] = field(default_factory=list)
+    # For the metrics (metrics/slurm_state.py): CPUs, what jobs hold of them, GPUs held, partitions.
+    cpus: int = 0
+    allocated_cpus: int = 0
+    allocated_gpus: int = 0
+    partitions: list[str] = field(default_factory=list)
 
     @property
     def base_state(self) -> str:
@@ -79,19 +85,30 @@ class SlurmJob:
     state: str
     start: int | None  # epoch seconds; None until it starts
     nodes: tuple[str, ...]
+    # For the metrics: the partition(s) asked for, the account, and why it waits ("None" once it runs).
+    partition: str = ""
+    account: str = ""
+    reason: str = ""
 
     @property
     def holds_nodes(self) -> bool:
         return self.state in HOLDING_STATES.split(",")
 
 
+# Nodes (%N) last: a hostlist holds commas and brackets, never "|".
+SQUEUE_FORMAT = "%i|%T|%S|%P|%a|%r|%N"
+
+
 def parse_job_line(line: str) -> SlurmJob:
-    """One line of `squeue --format=%i|%T|%S|%N` with SLURM_TIME_FORMAT=%s (start as epoch seconds)."""
-    fields = line.strip().split("|", 3)
-    if len(fields) != 4:  # e.g. an exec error printed in place of squeue's output
+    """One line of `squeue --format=SQUEUE_FORMAT` with SLURM_TIME_FORMAT=%s (start as epoch seconds)."""
+    fields = line.strip().split("|", 6)
+    if len(fields) != 7:  # e.g. an exec error printed in place of squeue's output
         raise SlurmCommandError(f"unexpected squeue line: {line.strip()[:200]!r}")
-    job, state, start, hosts = fields
-    return SlurmJob(job, state, int(start) if start.isdigit() else None, tuple(expand(hosts)) if hosts else ())
+    job, state, start, partition, account, reason, hosts = fields
+    return SlurmJob(
+        job, state, int(start) if start.isdigit() else None, tuple(expand(hosts)) if hosts else (),
+        partition=partition, account=account, reason=reason,
+    )
 
 
 _FIELD_START = re.compile(r" (?=[A-Za-z_]+=)")
@@ -107,13 +124,23 @@ def parse_node_line(line: str) -> SlurmNode:
     for token in _FIELD_START.split(line.strip()):
         key, _, value = token.partition("=")
         fields[key] = value.strip()
+    allocated_tres = dict(item.partition("=")[::2] for item in fields.get("AllocTRES", "").split(",") if "=" in item)
     return SlurmNode(
         name=fields.get("NodeName", ""),
         states=set(fields.get("State", "UNKNOWN").replace("*", "+NOT_RESPONDING").split("+")) - {""},
         reason=reason,
         gres=fields.get("Gres", "") if fields.get("Gres") != "(null)" else "",
         features=[f for f in fields.get("AvailableFeatures", "").split(",") if f and f != "(null)"],
+        cpus=_count(fields.get("CPUTot")),
+        allocated_cpus=_count(fields.get("CPUAlloc")),
+        # AllocTRES counts GPUs because slurm.conf tracks gres/gpu (AccountingStorageTRES)
+        allocated_gpus=_count(allocated_tres.get("gres/gpu")),
+        partitions=[p for p in fields.get("Partitions", "").split(",") if p and p != "(null)"],
     )
+
+
+def _count(value: str | None) -> int:
+    return int(value) if value and value.isdigit() else 0
 
 
 @dataclass
@@ -147,8 +174,12 @@ class SlurmControl:
 
     def jobs(self) -> list[SlurmJob]:
         """Every job slurmctld holds, with its state, start time and nodes: one squeue call."""
-        out = self._ok(["env", "SLURM_TIME_FORMAT=%s", "squeue", "--noheader", "--all", "--format=%i|%T|%S|%N"])
+        out = self._ok(["env", "SLURM_TIME_FORMAT=%s", "squeue", "--noheader", "--all", f"--format={SQUEUE_FORMAT}"])
         return [parse_job_line(line) for line in out.splitlines() if line.strip()]
+
+    def scheduler_statistics(self) -> SchedulerStatistics:
+        """slurmctld's scheduler statistics (`sdiag`): cycle times, depths, queue lengths."""
+        return parse_sdiag(self._ok(["sdiag"]))
 
     def job_counts(self) -> tuple[int, int]:
         return job_counts(self.jobs())
