@@ -324,8 +324,16 @@ def test_a_reconcile_with_nothing_changed_writes_nothing_even_across_a_restart(o
 
     eventually(settled, timeout=90, interval=0, what="a quiet period")
     mark = cp.audit_mark()
+    before = operator.scrape()
     time.sleep(4 * operator.resync_seconds)
     assert writes_here(mark) == []
+    # the operator's own count agrees: reconciles ran, and not one API write among them
+    after = operator.scrape()
+    ours = {"namespace": namespace, "cluster": "research"}
+    count = lambda m: metric(m, "kubeslurm_reconcile_duration_seconds_count", **ours)
+    assert count(after) >= count(before) + 2
+    assert metric(after, "kubeslurm_api_writes_total", namespace=namespace) == metric(
+        before, "kubeslurm_api_writes_total", namespace=namespace)
 
     operator.stop()
     mark = cp.audit_mark()
@@ -334,6 +342,54 @@ def test_a_reconcile_with_nothing_changed_writes_nothing_even_across_a_restart(o
     time.sleep(6 * operator.resync_seconds + 5)
     assert operator.alive(), operator.log_tail()
     assert writes_here(mark) == []
+
+
+def metric(scraped: dict, sample: str, **labels) -> float:
+    """The sum of the samples named `sample` (e.g. kubeslurm_api_writes_total) whose labels include `labels`."""
+    family = sample.removesuffix("_total").removesuffix("_count").removesuffix("_sum").removesuffix("_bucket")
+    return sum(s.value for s in scraped.get(family, []) if s.name == sample and labels.items() <= s.labels.items())
+
+
+STEPS = ["LoadSpec", "CheckStorage", "RecordUnixIds", "EnsureSecrets", "ObserveKubernetes", "ObserveSlurm",
+         "PlanScaling", "Render", "Apply", "Prune", "SyncSlurm"]
+
+
+def test_metrics_show_the_cluster_s_reconciles_api_writes_and_slurm_down(operator, control_plane, namespace):
+    """Scraped over HTTP from the operator process and parsed by prometheus_client's parser."""
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+    ours = {"namespace": namespace, "cluster": "research"}
+    scraped = eventually(lambda: (m := operator.scrape()) and metric(
+        m, "kubeslurm_reconcile_duration_seconds_count", outcome="succeeded", **ours) >= 2 and m,
+        what="two successful reconciles in the metrics")
+    for step in STEPS:
+        assert metric(scraped, "kubeslurm_reconcile_step_duration_seconds_count", step=step, outcome="succeeded", **ours) >= 2, step
+    # a failed step (Render, while a NodeSet the partitions name is not there yet) counts under its own name
+    assert {s.labels["outcome"] for s in scraped["kubeslurm_reconcile_duration_seconds"]} <= {"succeeded", "failed"}
+    assert metric(scraped, "kubeslurm_reconcile_duration_seconds_sum", **ours) > 0
+    # the six StatefulSets of research.yaml applied, its Secrets created, its status patched
+    writes = lambda **labels: metric(scraped, "kubeslurm_api_writes_total", namespace=namespace, **labels)
+    assert writes(kind="StatefulSet", verb="apply", code="2xx") >= 6
+    assert writes(kind="Secret", verb="create", code="2xx") >= 2
+    assert writes(kind="SlurmCluster", verb="patch-status", code="2xx") >= 1
+    assert metric(scraped, "kubeslurm_api_reads_total", namespace=namespace, kind="StatefulSet", verb="list") >= 2
+    # no kubelet in this tier: slurmctld never runs, and the metrics say so
+    assert metric(scraped, "kubeslurm_slurmctld_up", **ours) == 0
+    assert [s.value for s in scraped["kubeslurm_slurmdbd_up"] if s.labels.items() >= ours.items()] == [0]
+    assert "kubeslurm_slurm_nodes" not in scraped or not metric(scraped, "kubeslurm_slurm_nodes", **ours)
+    assert metric(scraped, "kubeslurm_clusters") >= 1
+    assert "kubeslurm_pending_wakeups" in scraped
+
+    cp.kubectl("delete", "slurmcluster", "research", "-n", namespace, "--wait=false")
+
+    def forgotten():
+        return not [
+            (family, s.labels) for family, samples in operator.scrape().items() for s in samples
+            if s.labels.get("namespace") == namespace and s.labels.get("cluster") == "research"
+        ]
+
+    eventually(forgotten, timeout=60, what="the deleted cluster's series gone from /metrics")
 
 
 def test_node_set_without_cluster_gets_a_clear_condition_and_nothing_is_created(operator, control_plane, namespace):
