@@ -25,7 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
 from kubeslurm.api import parse_object
+from kubeslurm.metrics.cluster_collector import ClusterStateCollector
+from kubeslurm.metrics.sdiag import KNOWN
+from kubeslurm.metrics.slurm_state import NODE_STATES, slurm_state_samples
 from kubeslurm.reconcile.lost_slurmd import lost_slurmd_actions
 from kubeslurm.reconcile.run_state import Run
 from kubeslurm.reconcile.scale_down import plan_scale
@@ -454,6 +460,91 @@ def test_sacct_records_account_and_gpu_tres(env):
     env.sh(f"scancel {running}")
     env.c.wait_job(running, 30)
     assert env.ctl.job_counts() == (0, 0)
+
+
+# ---------------------------------------------------------------- 8b. metrics
+
+def _sinfo_nodes(env) -> list[dict]:
+    """Per node and partition: sinfo's own view (state, CPUs A/I/O/T, GPUs in use)."""
+    rows = []
+    out = env.c.run(env.ctld, "sinfo -N -h -O NodeList:40,Partition:40,StateLong:40,CPUsState:40,GresUsed:80").stdout
+    for line in out.splitlines():
+        node, partition, state, cpus, gres_used = line.split()
+        allocated, idle, other, total = (int(n) for n in cpus.split("/"))
+        gpus = sum(int(m) for m in re.findall(r"gpu(?::[^:(,]+)?:(\d+)", gres_used))
+        rows.append({"node": node, "partition": partition.rstrip("*"), "state": state.rstrip("*~#!%$@^-"),
+                     "cpus": (allocated, idle, total), "gpus_used": gpus})
+    return rows
+
+
+def test_metric_samples_agree_with_sinfo_and_squeue_at_the_same_moment(env):
+    """The samples the operator builds from its own reads (scontrol show nodes, one squeue,
+    one sdiag), scraped as Prometheus text, against sinfo and squeue run right after."""
+    running = env.sbatch("-A vision -p gpu --gres=gpu:2 -c 2 -o /dev/null --wrap 'sleep 120'")
+    env.wait_state(running, "RUNNING")
+    after = env.sbatch(f"-A vision -p gpu --dependency=afterok:{running} -o /dev/null --wrap 'sleep 1'")
+    held = env.sbatch("-A nlp -p cpu --hold -o /dev/null --wrap 'sleep 1'", user="bob")
+    try:
+        env.wait_for(lambda: env.job_field(after, "Reason") == "Dependency", 20, f"job {after} to wait on {running}")
+        nodes, jobs, stats = env.ctl.nodes(), env.ctl.jobs(), env.ctl.scheduler_statistics()
+        sinfo = _sinfo_nodes(env)
+        squeue = env.c.run(env.ctld, "squeue -h -a -o '%P|%a|%T|%r'").stdout.splitlines()
+
+        collector = ClusterStateCollector()
+        collector.publish("hpc", CLUSTER, slurm_state_samples(["h100", "cpu"], nodes, jobs, stats, slurmdbd_up=True))
+        registry = CollectorRegistry()
+        registry.register(collector)
+        scraped = {f.name: f.samples for f in text_string_to_metric_families(generate_latest(registry).decode())}
+
+        def gauge(name, **labels):
+            found = [s.value for s in scraped.get(name, []) if labels.items() <= s.labels.items()]
+            return sum(found)
+
+        assert gauge("kubeslurm_slurmctld_up", cluster=CLUSTER) == 1
+        for row in sinfo:  # every state sinfo shows is one our metrics know
+            assert row["state"] in NODE_STATES, row
+        partitions = {row["partition"] for row in sinfo}
+        assert partitions == {"gpu", "cpu"}
+        for partition in partitions:
+            for state in NODE_STATES:
+                expected = sum(1 for row in sinfo if row["partition"] == partition and row["state"] == state)
+                assert gauge("kubeslurm_slurm_partition_nodes", partition=partition, state=state) == expected, (partition, state)
+        for node_set in ("h100", "cpu"):
+            rows = [row for row in sinfo if row["node"].startswith(node_set + "-")]
+            for state in NODE_STATES:
+                assert gauge("kubeslurm_slurm_nodes", nodeset=node_set, state=state) == sum(r["state"] == state for r in rows)
+            assert gauge("kubeslurm_slurm_allocated_cpus", nodeset=node_set) == sum(r["cpus"][0] for r in rows)
+            assert gauge("kubeslurm_slurm_idle_cpus", nodeset=node_set) == sum(r["cpus"][1] for r in rows)
+            assert gauge("kubeslurm_slurm_cpus", nodeset=node_set) == sum(r["cpus"][2] for r in rows)
+            assert gauge("kubeslurm_slurm_allocated_gpus", nodeset=node_set) == sum(r["gpus_used"] for r in rows)
+        assert gauge("kubeslurm_slurm_gpus", nodeset="h100") == 8 * len(H100)
+        assert gauge("kubeslurm_slurm_allocated_gpus", nodeset="h100") == 2
+        assert gauge("kubeslurm_slurm_idle_gpus", nodeset="h100") == 8 * len(H100) - 2
+
+        by_squeue: dict[tuple[str, str, str], int] = {}
+        pending_by_squeue: dict[tuple[str, str], int] = {}
+        for line in squeue:
+            partition, account, state, reason = line.split("|")
+            by_squeue[(partition, account, state.lower())] = by_squeue.get((partition, account, state.lower()), 0) + 1
+            if state == "PENDING":
+                pending_by_squeue[(partition, reason)] = pending_by_squeue.get((partition, reason), 0) + 1
+        assert {(s.labels["partition"], s.labels["account"], s.labels["state"]): s.value
+                for s in scraped["kubeslurm_slurm_jobs"]} == by_squeue
+        assert {(s.labels["partition"], s.labels["reason"]): s.value
+                for s in scraped["kubeslurm_slurm_pending_jobs"]} == pending_by_squeue
+        assert pending_by_squeue == {("gpu", "Dependency"): 1, ("cpu", "JobHeldUser"): 1}
+        assert by_squeue[("gpu", "vision", "running")] == 1
+
+        # Slurm 24.11's real sdiag has every statistic the parser knows, in seconds once scraped
+        assert set(stats) == set(KNOWN.values())
+        assert gauge("kubeslurm_slurm_scheduler_cycles", scheduler="main") >= 1
+        assert gauge("kubeslurm_slurm_scheduler_cycles", scheduler="backfill") >= 1
+        assert 0 < gauge("kubeslurm_slurm_scheduler_cycle_seconds", scheduler="main", stat="max") < 60
+        assert gauge("kubeslurm_slurm_backfilled_jobs") == stats["backfilled_jobs"]
+    finally:
+        env.sh(f"scancel {running} {after}")
+        env.sh(f"scancel {held}", user="bob")
+        env.c.wait_job(running, 30)
 
 
 # ---------------------------------------------------------------- 9. scale-down
