@@ -135,7 +135,7 @@ def test_operator_rbac_grants_no_verb_the_operator_does_not_use():
 
 def test_operator_chart_deployment_is_deploy_operator_by_default(helm):
     objects = helm.template("kubeslurm-operator", OPERATOR_CHART, "-n", "kubeslurm-system")
-    assert sorted(o["kind"] for o in objects) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    assert sorted(o["kind"] for o in objects) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
     rendered = one(objects, "Deployment")
     expected = one(repo_documents("deploy/operator.yaml"), "Deployment")
     assert rendered["metadata"]["name"] == "kubeslurm-operator"  # the release name contains the chart name
@@ -144,7 +144,12 @@ def test_operator_chart_deployment_is_deploy_operator_by_default(helm):
     pod, expected_pod = rendered["spec"]["template"]["spec"], expected["spec"]["template"]["spec"]
     assert pod["securityContext"] == expected_pod["securityContext"]
     assert pod["containers"] == expected_pod["containers"]
-    assert pod["containers"][0]["args"] == ["run", "--log-format=json", "--liveness=http://0.0.0.0:8080/healthz"]
+    assert pod["containers"][0]["args"] == [
+        "run", "--log-format=json", "--liveness=http://0.0.0.0:8080/healthz", "--metrics-port=9090"]
+    service, expected_service = one(objects, "Service"), one(repo_documents("deploy/operator.yaml"), "Service")
+    assert service["metadata"]["name"] == expected_service["metadata"]["name"] == "kubeslurm-operator-metrics"
+    assert service["spec"]["ports"] == expected_service["spec"]["ports"]
+    assert service["spec"]["selector"].items() <= rendered["spec"]["template"]["metadata"]["labels"].items()
     selector = rendered["spec"]["selector"]["matchLabels"]
     assert selector.items() <= rendered["spec"]["template"]["metadata"]["labels"].items()
 
@@ -172,7 +177,7 @@ def test_operator_chart_values_reach_the_deployment(helm, tmp_path):
     assert container["image"] == "registry.example.com/kubeslurm/operator:0.2.0"
     assert container["imagePullPolicy"] == "Always"
     assert container["args"] == [
-        "run", "--log-format=plain", "--liveness=http://0.0.0.0:8080/healthz",
+        "run", "--log-format=plain", "--liveness=http://0.0.0.0:8080/healthz", "--metrics-port=9090",
         "--namespace=hpc", "--namespace=research", "--verbose",
     ]
     # helm merges maps into the defaults key by key (null drops a default key)
@@ -183,7 +188,38 @@ def test_operator_chart_values_reach_the_deployment(helm, tmp_path):
     assert pod["tolerations"] == values["tolerations"]
     assert pod["affinity"] == values["affinity"]
     assert deployment["spec"]["template"]["metadata"]["annotations"] == values["podAnnotations"]
-    assert {o["metadata"]["name"] for o in objects} == {"kso"}
+    assert {o["metadata"]["name"] for o in objects} == {"kso", "kso-metrics"}
+
+
+def test_operator_chart_service_monitor_only_when_asked_and_pointing_at_the_metrics_port(helm, tmp_path):
+    objects = helm.template("kubeslurm", OPERATOR_CHART, "-n", "ops")
+    assert by_kind(objects, "ServiceMonitor") == []
+    values = {"metrics": {"port": 9191, "service": {"annotations": {"example.com/a": "b"}},
+                          "serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "5s",
+                                             "labels": {"release": "kube-prometheus-stack"}}}}
+    objects = _template_with_values(helm, OPERATOR_CHART, values, tmp_path, "kubeslurm", "ops")
+    monitor, service, deployment = one(objects, "ServiceMonitor"), one(objects, "Service"), one(objects, "Deployment")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == "ops"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "5s"}]
+    assert service["metadata"]["annotations"] == {"example.com/a": "b"}
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9191, "targetPort": "metrics", "protocol": "TCP"}]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--metrics-port=9191" in container["args"]
+    assert {"name": "metrics", "containerPort": 9191} in container["ports"]
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_operator_chart_without_metrics_serves_none_and_monitors_nothing(helm, tmp_path):
+    values = {"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}}
+    objects = _template_with_values(helm, OPERATOR_CHART, values, tmp_path, "kubeslurm", "ops")
+    assert by_kind(objects, "Service") == by_kind(objects, "ServiceMonitor") == []
+    (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--metrics-port=0" in container["args"]
+    assert [port["name"] for port in container["ports"]] == ["health"]
 
 
 def _template_with_values(helm, chart, values: dict, tmp_path, release: str = "x", namespace: str = "a") -> list[dict]:
@@ -257,6 +293,10 @@ REFUSED = [
     (OPERATOR_CHART, ["--set", "watchNamespaces={Hpc}"], "/watchNamespaces/0"),
     (OPERATOR_CHART, ["--set", "resources.limits.memory=lots"], "/resources/limits/memory"),
     (OPERATOR_CHART, ["--set", "resources.limts.memory=1Gi"], "'limts' not allowed"),
+    (OPERATOR_CHART, ["--set", "metrics.port=8080"], "/metrics/port"),
+    (OPERATOR_CHART, ["--set", "metrics.port=70000"], "/metrics/port"),
+    (OPERATOR_CHART, ["--set", "metrics.serviceMonitor.interval=30"], "/metrics/serviceMonitor/interval"),
+    (OPERATOR_CHART, ["--set", "metrics.serviceMonitor.enable=true"], "'enable' not allowed"),
     (CLUSTER_CHART, ["--set", "unknown=1"], "'unknown' not allowed"),
     (CLUSTER_CHART, ["--set-json", 'nodeSets=[{"name": "cpu", "replicas": "two"}]'], "/nodeSets/0/replicas"),
     (CLUSTER_CHART, ["--set-json", 'nodeSets=[{"name": "H100"}]'], "/nodeSets/0/name"),
