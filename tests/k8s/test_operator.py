@@ -392,6 +392,33 @@ def test_metrics_show_the_cluster_s_reconciles_api_writes_and_slurm_down(operato
     eventually(forgotten, timeout=60, what="the deleted cluster's series gone from /metrics")
 
 
+def test_pods_that_cannot_schedule_are_named_with_the_scheduler_s_reason_in_ready(operator, control_plane, namespace):
+    cp = control_plane
+    apply_example(cp, namespace)
+    wait_for_objects(cp, namespace)
+
+    def ready(kind, name):
+        return condition(get(cp, kind, name, namespace), "Ready") or {}
+
+    # No scheduler in this tier: the pods exist, Pending, and nothing has looked at them yet.
+    eventually(lambda: "h100-1" in ready("nodeset", "h100").get("message", ""), what="the pods in h100's Ready message")
+    assert ready("nodeset", "h100") | {"lastTransitionTime": None} == ready("nodeset", "h100") | {
+        "status": "False", "reason": "NodesNotReady", "lastTransitionTime": None,
+        "message": "0/2 slurmd pods ready: h100-0, h100-1 Pending: not scheduled yet"}
+    assert ready("slurmcluster", "research")["message"] == (
+        "slurmctld does not answer: research-controller-0 Pending: not scheduled yet")
+    # What kube-scheduler writes on a pod no node fits; the NodeSet says it within a resync.
+    unschedulable = "0/3 nodes are available: 3 Insufficient cpu."
+    for pod in ("h100-0", "h100-1"):
+        cp.kubectl("patch", "pod", pod, "-n", namespace, "--subresource=status", "--type=merge", "-p", json.dumps(
+            {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": unschedulable}]}}))
+    eventually(lambda: ready("nodeset", "h100")["message"] == f"0/2 slurmd pods ready: h100-0, h100-1 Pending: {unschedulable}",
+               timeout=30, what="the scheduler's reason in h100's Ready message")
+    described = cp.kubectl("describe", "nodeset", "h100", "-n", namespace).stdout
+    assert "Insufficient cpu" in described
+
+
 def test_node_set_without_cluster_gets_a_clear_condition_and_nothing_is_created(operator, control_plane, namespace):
     cp = control_plane
     _, gpu, _ = documents_in(namespace)

@@ -8,12 +8,13 @@ answering) keep their last reported value instead of vanishing.
 """
 
 from ..api import NodeSetStatus, SlurmClusterStatus
-from ..ownership import NODE_SET_KIND, SLURM_CLUSTER, Kind
+from ..ownership import NODE_SET, NODE_SET_KIND, SLURM_CLUSTER, Kind
 from ..render import naming
 from ..render.labels import SLURMD, label_selector_string, selector_labels
 from .conditions_report import conditions_for, same_conditions
 from .events import EventRecorder
 from .kube_api import KubeApi
+from .pod_problems import pod_problems
 from .run_state import NodeSetState, Run, StepFailed
 from .slurm_control import job_counts
 from .slurm_sync import accounts_hash
@@ -73,7 +74,8 @@ def cluster_status(run: Run, failure: StepFailed | None, old: dict) -> SlurmClus
         run.raw["metadata"].get("generation"),
         ready=ready,
         ready_reason="SlurmUp" if ready else ("ReconcileFailed" if failure else "SlurmNotAnswering"),
-        ready_message="slurmctld answers and every object is applied" if ready else "",
+        ready_message="slurmctld answers and every object is applied" if ready else (
+            "" if failure or broken else _slurmctld_message(run)),
         progressing="; ".join(run.progressing) or None,
         degraded=degraded,
     )
@@ -108,10 +110,31 @@ def node_set_status(run: Run, state: NodeSetState) -> NodeSetStatus:
         raw["metadata"].get("generation"),
         ready=ready,
         ready_reason="AllNodesReady" if ready else ("InvalidSpec" if state.error else "NodesNotReady"),
+        ready_message="" if ready or state.model is None else _not_ready_message(run, state),
         progressing=(f"scale-down waits for jobs on {', '.join(sorted(waiting))}" if waiting else None),
         degraded=("InvalidSpec", state.error) if state.error else None,
     )
     return NodeSetStatus.model_validate(fields)
+
+
+def _slurmctld_message(run: Run) -> str:
+    """Slurm does not answer: whether the controller pod is there, and what keeps it from running."""
+    pod = run.controller_pod
+    if pod is None:
+        return "slurmctld does not answer: its pod does not exist yet"
+    problems = pod_problems([pod])
+    return f"slurmctld does not answer: {problems}" if problems else "slurmctld does not answer yet"
+
+
+def _not_ready_message(run: Run, state: NodeSetState) -> str:
+    """How many slurmd pods are ready, and why the others are not (pod_problems). A scale-down
+    that waits with every pod ready says so in Progressing, so Ready adds nothing then."""
+    name = state.model.metadata.name
+    problems = pod_problems([p for p in run.slurmd_pods if (p["metadata"].get("labels") or {}).get(NODE_SET) == name])
+    if state.ready_replicas >= state.model.spec.replicas and not problems:
+        return ""
+    count = f"{state.ready_replicas}/{state.model.spec.replicas} slurmd pods ready"
+    return f"{count}: {problems}" if problems else count
 
 
 def report_cluster_not_found(api: KubeApi, events: EventRecorder, node_set: dict) -> None:
