@@ -39,6 +39,7 @@ class Runtime:
         self.reconciler: ClusterReconciler | None = None
         self.events: EventRecorder | None = None
         self.wakeups: dict[tuple[str, str], threading.Event] = {}
+        self.loops: dict[tuple[str, str], int] = {}  # running cluster_daemons by cluster (two, briefly, on a re-create)
         self.lock = threading.Lock()
 
     def start(self, kubeconfig: str | None = None) -> None:
@@ -55,19 +56,28 @@ class Runtime:
         if namespace and name:
             self.wakeup(namespace, name).set()
 
-    def forget(self, namespace: str, name: str) -> None:
-        """The cluster's loop ended (deleted, or the operator stops): its flag and metrics go."""
+    def loop_started(self, namespace: str, name: str) -> None:
         with self.lock:
-            self.wakeups.pop((namespace, name), None)
-        forget_cluster(namespace, name)
+            self.loops[(namespace, name)] = self.loops.get((namespace, name), 0) + 1
+
+    def loop_ended(self, namespace: str, name: str) -> None:
+        """A cluster's loop ended (deleted, or the operator stops): its metrics go, unless a
+        cluster of the same name, made again meanwhile, has a loop of its own already. The
+        wake-up flag stays: that new loop may be waiting on it."""
+        with self.lock:
+            left = self.loops.pop((namespace, name), 1) - 1
+            if left:
+                self.loops[(namespace, name)] = left
+        if not left:
+            forget_cluster(namespace, name)
 
     def pending_wakeups(self) -> int:
         with self.lock:
-            return sum(1 for wakeup in self.wakeups.values() if wakeup.is_set())
+            return sum(1 for key, wakeup in self.wakeups.items() if key in self.loops and wakeup.is_set())
 
     def clusters(self) -> int:
         with self.lock:
-            return len(self.wakeups)
+            return len(self.loops)
 
 
 RUNTIME = Runtime()
@@ -109,10 +119,11 @@ def login(**kwargs):
 @kopf.daemon(GROUP, VERSION, "slurmclusters", cancellation_timeout=30)
 def cluster_daemon(namespace, name, stopped, **_):
     """Reconcile one SlurmCluster whenever nudged, every RESYNC_SECONDS, and after errors with backoff."""
+    RUNTIME.loop_started(namespace, name)
     try:
         _reconcile_until_stopped(namespace, name, stopped)
     finally:
-        RUNTIME.forget(namespace, name)
+        RUNTIME.loop_ended(namespace, name)
 
 
 def _reconcile_until_stopped(namespace, name, stopped):
