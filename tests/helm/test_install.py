@@ -58,7 +58,7 @@ def test_template_passes_a_server_side_dry_run(helm, crds, namespace, chart):
     kinds = {doc["kind"] for doc in yaml.safe_load_all(manifests) if doc}
     assert out.count("(server dry run)") == sum(1 for d in yaml.safe_load_all(manifests) if d), out
     assert kinds == (
-        {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"}
+        {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}
         if chart == OPERATOR_CHART else {"SlurmCluster", "NodeSet"}
     )
 
@@ -89,6 +89,9 @@ def test_operator_chart_install_upgrade_uninstall(helm, crds, namespace):
     assert pod["containers"][0]["args"][:2] == ["run", "--log-format=json"]
     assert pod["serviceAccountName"] == name
     assert get(cp, "serviceaccount", name, "-n", namespace)
+    service = get(cp, "service", f"{name}-metrics", "-n", namespace)
+    assert [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [("metrics", 9090, "metrics")]
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     role = get(cp, "clusterrole", name)
     deploy_rules = next(d for d in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text()) if d["kind"] == "ClusterRole")["rules"]
     assert role["rules"] == [{"apiGroups": r["apiGroups"], "resources": r["resources"], "verbs": r["verbs"]} for r in deploy_rules]
@@ -117,7 +120,8 @@ def test_operator_chart_install_upgrade_uninstall(helm, crds, namespace):
     deployment = get(cp, "deployment", name, "-n", namespace)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert deployment["metadata"]["generation"] > generation
-    assert container["args"] == ["run", "--log-format=plain", "--liveness=http://0.0.0.0:8080/healthz", f"--namespace={namespace}"]
+    assert container["args"] == ["run", "--log-format=plain", "--liveness=http://0.0.0.0:8080/healthz", "--metrics-port=9090",
+                                 f"--namespace={namespace}"]
     assert get(cp, "role", name, "-n", namespace) and get(cp, "rolebinding", name, "-n", namespace)
     assert [rule["resources"] for rule in get(cp, "clusterrole", name)["rules"]] == [["nodes"]]
     assert container["resources"]["limits"]["memory"] == "1Gi"
@@ -131,6 +135,7 @@ def test_operator_chart_install_upgrade_uninstall(helm, crds, namespace):
     kube_helm(helm, cp, "uninstall", name, "-n", namespace)
     eventually(lambda: get(cp, "deployment", name, "-n", namespace) is None, timeout=30, what="Deployment deleted")
     assert get(cp, "serviceaccount", name, "-n", namespace) is None
+    assert get(cp, "service", f"{name}-metrics", "-n", namespace) is None
     assert get(cp, "clusterrole", name) is None
     assert get(cp, "clusterrolebinding", name) is None
     # helm never deletes what it installed from crds/: the custom resources of every cluster live on
