@@ -200,9 +200,14 @@ def command_run(args) -> int:
     from .metrics.endpoint import serve_metrics
     from .reconcile import handlers
 
-    handlers.RUNTIME.start(args.kubeconfig)
     if args.metrics_port:
-        serve_metrics(args.metrics_port)
+        try:
+            serve_metrics(args.metrics_port)
+        except OSError as error:
+            print(f"error: cannot serve metrics on port {args.metrics_port} ({error.strerror}): "
+                  "choose another with --metrics-port, or 0 for none", file=sys.stderr)
+            return 1
+    handlers.RUNTIME.start(args.kubeconfig)
     kopf.configure(
         verbose=args.verbose,
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN,

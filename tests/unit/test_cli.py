@@ -80,3 +80,17 @@ def test_node_set_without_its_cluster(tmp_path, capsys):
 def test_console_script_crds_is_valid_yaml():
     out = subprocess.run([sys.executable, "-m", "kubeslurm.cli", "crds"], capture_output=True, text=True, check=True).stdout
     assert out.count("kind: CustomResourceDefinition") == 2
+
+
+def test_run_refuses_a_metrics_port_in_use_naming_the_option(capsys):
+    import socket
+
+    from kubeslurm.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["run", "--metrics-port", str(port), "--kubeconfig", "/nonexistent"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot serve metrics on port {port}" in err and "--metrics-port" in err
