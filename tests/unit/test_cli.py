@@ -91,6 +91,6 @@ def test_run_refuses_a_metrics_port_in_use_naming_the_option(capsys):
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["run", "--metrics-port", str(port), "--kubeconfig", "/nonexistent"]) == 1
+        assert main(["run", "--metrics-port", str(port)]) == 1  # before it reads any kubeconfig
     err = capsys.readouterr().err
     assert f"cannot serve metrics on port {port}" in err and "--metrics-port" in err
