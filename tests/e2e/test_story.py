@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 
+from kubeslurm.reconcile.ssh_host_key import public_host_key
 from testbed import deployment
 from testbed.deployment import ROOT, DeploymentError
 from testbed.kubectl import Kube, KubectlError
@@ -366,7 +367,6 @@ def test_a_researcher_logs_in_with_ssh_as_herself_and_submits(story, tmp_path):
     # the host key the operator generated, nothing else, is what the client now trusts
     secret = story.kube.get("secret", f"{CLUSTER}-ssh-host-keys", "-n", NAMESPACE)
     host_key = base64.b64decode(secret["data"]["ssh_host_ed25519_key"])
-    from kubeslurm.reconcile.ssh_host_key import public_host_key
     assert public_host_key(host_key).split()[1] in ssh.known_hosts.read_text()
     job = ssh.run("alice", alice_key, "sbatch --parsable --wait -p cpu -o ~/ssh-%j.out --wrap 'id -un'")
     assert job.returncode == 0, job.stderr
