@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 
 import yaml
 
-from testbed import REPO
+from testbed import REPO, deployment
 from testbed.control_plane.binaries import BinaryBuildError
 from testbed.kind import build_kind
 from testbed.kubectl import Kube, KubectlError, kubectl_binary
@@ -110,7 +110,6 @@ def _user_cluster(environ: dict) -> ClusterHandle:
 def _local_cluster(nodes: int) -> Iterator[ClusterHandle]:
     if os.geteuid() != 0:
         raise ProviderError(f"the local cluster needs root (or {PROVIDER_ENV}=kubeconfig / kind)")
-    from testbed import deployment
     from testbed.local_cluster import ClusterError, running_local_cluster
 
     try:
@@ -198,10 +197,10 @@ def _kind_cluster(nodes: int) -> Iterator[ClusterHandle]:
     kube = Kube(str(cluster.kubeconfig_path))
 
     def load(images: list[dict]) -> None:
-        for image in images:
+        [fake_gpu] = deployment.build_images(("fake-gpu",))
+        for image in [*images, fake_gpu]:
             subprocess.run([str(cluster.kind_path), "load", "image-archive", "--name", KIND_CLUSTER_NAME,
                             image["path"]], check=True)
-        [fake_gpu] = [image for image in images if image["name"] == "fake-gpu"]
         kube.run("apply", "-f", "-", input=yaml.safe_dump_all(fake_gpu_daemonset(fake_gpu["tags"][0])))
         kube.run("rollout", "status", "daemonset/fake-gpu", "-n", FAKE_GPU_NAMESPACE, "--timeout=180s")
 
