@@ -65,6 +65,7 @@ FULL_CLUSTER = set_path(set_path(set_path(CLUSTER, "spec.slurmConf", {"MaxJobCou
                                  "spec.topology", TREE), "spec.controller.persistence.storageClassName", "fast")
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.partitions.0.defaultTime", "1:00:00")
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.accounts.0.limits", {"maxJobTime": "1-00:00:00"})
+FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.nodeHealth", {"check": {"nodeStates": ["IDLE", "MIXED"], "siteScript": {"configMap": "gpu-burn", "key": "check.sh"}}})
 EXTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database", EXTERNAL_DATABASE)
 INTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database.internal",
                             {"size": "2Gi", "storageClassName": "fast", "image": "example.org/mariadb:11"})
@@ -137,6 +138,10 @@ STRING_FIELDS = [
     ("default-time", [FULL_CLUSTER], "spec.partitions.0.defaultTime", "1:00:00", "spec.partitions[0].defaultTime"),
     ("topology-plugin", [FULL_CLUSTER], "spec.topology.plugin", "tree", "spec.topology.plugin"),
     ("topology-label", [FULL_CLUSTER], "spec.topology.nodeLabels.1", "example.com/switch", "spec.topology.nodeLabels[1]"),
+    ("health-node-state", [FULL_CLUSTER], "spec.nodeHealth.check.nodeStates.1", "MIXED", "spec.nodeHealth.check.nodeStates[1]"),
+    ("site-check-config-map", [FULL_CLUSTER], "spec.nodeHealth.check.siteScript.configMap", "gpu-burn",
+     "spec.nodeHealth.check.siteScript.configMap"),
+    ("site-check-key", [FULL_CLUSTER], "spec.nodeHealth.check.siteScript.key", "check.sh", "spec.nodeHealth.check.siteScript.key"),
     ("slurm-conf-value", [FULL_CLUSTER], "spec.slurmConf.MaxJobCount", "20000", "spec.slurmConf.MaxJobCount"),
     ("slurm-conf-key", [FULL_CLUSTER], "spec.slurmConf.{key}", "MaxJobCount", "spec.slurmConf['MaxJobCount"),
     ("node-set-name", [FULL_GPU], "metadata.name", "h100", "metadata.name"),
@@ -489,6 +494,10 @@ REFUSED = [
     ("slurm-conf-two-spellings", _cluster("spec.slurmConf", {"MaxJobCount": "1", "maxjobcount": "2"}), "spec.slurmConf.maxjobcount", "repeats"),
     ("slurm-conf-owned-key", _cluster("spec.slurmConf", {"NodeName": "evil"}), "spec.slurmConf.NodeName", "instead"),
     ("slurm-conf-include", _cluster("spec.slurmConf", {"Include": "/etc/shadow"}), "spec.slurmConf.Include", ""),
+    ("slurm-conf-health-program", _cluster("spec.slurmConf", {"HealthCheckProgram": "/tmp/x"}), "spec.slurmConf.HealthCheckProgram",
+     "spec.nodeHealth.check"),
+    ("health-interval-too-short", _cluster("spec.nodeHealth", {"check": {"intervalSeconds": 1}}), "spec.nodeHealth.check.intervalSeconds", ""),
+    ("health-node-state-cycle", _cluster("spec.nodeHealth", {"check": {"nodeStates": ["CYCLE"]}}), "spec.nodeHealth.check.nodeStates[0]", ""),
     ("accounts-map", _cluster("spec.accounts", {"vision": {}}), "spec.accounts", ""),
     ("users-string", _cluster("spec.accounts.0.users", "alice"), "spec.accounts[0].users", ""),
     ("shares-float", _cluster("spec.accounts.0.shares", 1e3), "spec.accounts[0].shares", ""),

@@ -21,6 +21,7 @@ deletes the pod.
 from copy import deepcopy
 
 from kubeslurm.api import NodeSet, SlurmCluster
+from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE
 from kubeslurm.render import slurm_pod
 from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
@@ -31,6 +32,7 @@ SLURMD_CONTAINER = "slurmd"
 SPOOL_DIR = "/var/spool/slurmd"
 SPOOL_VOLUME = "spool"
 SHM_VOLUME = "shm"
+SITE_CHECK_VOLUME = "health-site-check"
 # The preStop hook (at most 20 s) and slurmd's own shutdown fit well within it.
 TERMINATION_GRACE_SECONDS = 120
 
@@ -97,8 +99,27 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
             {"name": slurm_pod.SLURM_RUN_VOLUME, "mountPath": slurm_pod.SLURM_RUN},
             {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
             *slurm_pod.user_mounts(cluster, shared=True),
+            *([{"name": SITE_CHECK_VOLUME, "mountPath": SITE_CHECK_DIR, "readOnly": True}] if _site_script(cluster) else []),
         ],
     }
+
+
+def _site_script(cluster: SlurmCluster):
+    check = cluster.spec.node_health.check
+    return check.site_script if check.enabled else None
+
+
+def _site_check_volumes(cluster: SlurmCluster) -> list[dict]:
+    """The site's health check script, executable, where kubeslurm-health-check looks for it.
+    Not optional: a pod whose ConfigMap is missing waits (and its NodeSet says why) rather
+    than run without the check the site asked for."""
+    script = _site_script(cluster)
+    if script is None:
+        return []
+    return [{
+        "name": SITE_CHECK_VOLUME,
+        "configMap": {"name": script.config_map, "items": [{"key": script.key, "path": SITE_CHECK_FILE}], "defaultMode": 0o555},
+    }]
 
 
 def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers) -> dict:
@@ -120,6 +141,7 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
             pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
             pods.empty_dir(SHM_VOLUME, medium="Memory"),
             *slurm_pod.user_volumes(cluster, shared=True),
+            *_site_check_volumes(cluster),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )
