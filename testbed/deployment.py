@@ -66,6 +66,9 @@ def install_operator(kubeconfig: str, images: list[dict], *, local: bool, extra_
     # (images/build.py names tars by content) rolls the operator pod when its image changed.
     [operator] = [image for image in images if image["name"] == "operator"]
     image_id = Path(operator["path"]).stem.rsplit("-", 1)[-1]
+    # helm installs the chart's CRDs only when absent and never upgrades them: apply them the
+    # way the README's upgrade note says, so a cluster that had an older operator takes new fields.
+    Kube(kubeconfig).run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "charts/kubeslurm-operator/crds"))
     subprocess.run([helm_binary(), "upgrade", "--install", OPERATOR_RELEASE, str(ROOT / "charts/kubeslurm-operator"),
                     "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
                     "--set", f"image.pullPolicy={pull}", "--set", "logFormat=plain",

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE
+from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE, NodeCondition
+from kubeslurm.reconcile.node_health import HealthActions, health_actions
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
 
@@ -133,3 +134,30 @@ def test_a_human_drain_keeps_its_reason_whatever_the_check_finds(nodes):
     assert nodes.node("gpu-1").drained and nodes.node("gpu-1").reason == "replacing a fan"
     nodes.ctl.resume(["gpu-1"])
     nodes.wait_idle("gpu-1")
+
+
+def test_kubernetes_trouble_drains_through_real_slurm_and_a_second_look_changes_nothing(nodes):
+    """The operator's decision (reconcile/node_health.py) on what real Slurm reports back:
+    the reason it wrote reads back as its own, so the next reconcile writes nothing, the
+    image's check leaves that drain alone, and clearing the condition resumes the node."""
+    gpu_problem = {"type": "GPUProblem", "status": "True", "reason": "XidError", "message": "Xid 79 on GPU 1: fell off the bus"}
+    k8s = {"metadata": {"name": "k1"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}, gpu_problem]}}
+    pods = [{"metadata": {"name": "gpu-0"}, "spec": {"nodeName": "k1"}}, {"metadata": {"name": "gpu-1"}, "spec": {"nodeName": "k2"}}]
+    k8s_nodes = {"k1": k8s, "k2": {"metadata": {"name": "k2"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}}
+    conditions = [NodeCondition(type="GPUProblem")]
+
+    def actions():
+        return health_actions(pods, k8s_nodes, {n.name: n for n in nodes.ctl.nodes()}, conditions)
+
+    first = actions()
+    assert first == HealthActions({"gpu-0": "kubernetes node k1 has GPUProblem=True: Xid 79 on GPU 1: fell off the bus"}, [])
+    for node, why in first.drain.items():
+        nodes.ctl.drain([node], why)
+    assert actions() == HealthActions({}, [])
+    nodes.wait_site_check_ran("gpu-0")
+    assert nodes.node("gpu-0").reason == "kubeslurm: kubernetes node k1 has GPUProblem=True: Xid 79 on GPU 1: fell off the bus"
+    gpu_problem["status"] = "False"
+    assert actions() == HealthActions({}, ["gpu-0"])
+    nodes.ctl.resume(["gpu-0"])
+    nodes.wait_idle("gpu-0")
+    assert actions() == HealthActions({}, [])

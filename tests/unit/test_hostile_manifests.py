@@ -65,7 +65,8 @@ FULL_CLUSTER = set_path(set_path(set_path(CLUSTER, "spec.slurmConf", {"MaxJobCou
                                  "spec.topology", TREE), "spec.controller.persistence.storageClassName", "fast")
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.partitions.0.defaultTime", "1:00:00")
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.accounts.0.limits", {"maxJobTime": "1-00:00:00"})
-FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.nodeHealth", {"check": {"nodeStates": ["IDLE", "MIXED"], "siteScript": {"configMap": "gpu-burn", "key": "check.sh"}}})
+FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.nodeHealth", {"check": {"nodeStates": ["IDLE", "MIXED"], "siteScript": {"configMap": "gpu-burn", "key": "check.sh"}},
+                                                       "drainOnNodeConditions": [{"type": "example.com/GPUProblem", "status": "True"}]})
 EXTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database", EXTERNAL_DATABASE)
 INTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database.internal",
                             {"size": "2Gi", "storageClassName": "fast", "image": "example.org/mariadb:11"})
@@ -142,6 +143,10 @@ STRING_FIELDS = [
     ("site-check-config-map", [FULL_CLUSTER], "spec.nodeHealth.check.siteScript.configMap", "gpu-burn",
      "spec.nodeHealth.check.siteScript.configMap"),
     ("site-check-key", [FULL_CLUSTER], "spec.nodeHealth.check.siteScript.key", "check.sh", "spec.nodeHealth.check.siteScript.key"),
+    ("drain-condition-type", [FULL_CLUSTER], "spec.nodeHealth.drainOnNodeConditions.0.type", "example.com/GPUProblem",
+     "spec.nodeHealth.drainOnNodeConditions[0].type"),
+    ("drain-condition-status", [FULL_CLUSTER], "spec.nodeHealth.drainOnNodeConditions.0.status", "True",
+     "spec.nodeHealth.drainOnNodeConditions[0].status"),
     ("slurm-conf-value", [FULL_CLUSTER], "spec.slurmConf.MaxJobCount", "20000", "spec.slurmConf.MaxJobCount"),
     ("slurm-conf-key", [FULL_CLUSTER], "spec.slurmConf.{key}", "MaxJobCount", "spec.slurmConf['MaxJobCount"),
     ("node-set-name", [FULL_GPU], "metadata.name", "h100", "metadata.name"),

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from .base import KubeModel
-from .names import DNS_SUBDOMAIN_PATTERN, MAX_DNS_SUBDOMAIN, SECRET_KEY_PATTERN
+from .names import DNS_SUBDOMAIN_PATTERN, LABEL_KEY_PATTERN, MAX_DNS_SUBDOMAIN, MAX_LABEL_KEY, SECRET_KEY_PATTERN
 
 # Where the slurmd pod mounts spec.nodeHealth.check.siteScript and the image's check finds it.
 SITE_CHECK_DIR = "/etc/kubeslurm-health"
@@ -69,5 +69,21 @@ class HealthCheck(KubeModel):
     )
 
 
+class NodeCondition(KubeModel):
+    type: str = Field(
+        min_length=1, max_length=MAX_LABEL_KEY, pattern=LABEL_KEY_PATTERN,
+        description="A Kubernetes node condition type, e.g. GPUProblem (set by node-problem-detector or a GPU health tool).",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(default="True", description="The status that means trouble.")
+
+
 class NodeHealthSpec(KubeModel):
     check: HealthCheck = Field(default_factory=HealthCheck, description="Slurm's HealthCheckProgram on every slurmd pod.")
+    drain_on_node_conditions: list[NodeCondition] = Field(
+        default_factory=list, max_length=32,
+        description=(
+            "Kubernetes node conditions that drain the Slurm nodes on that Kubernetes node (Reason=kubeslurm: "
+            "kubernetes node N has TYPE=STATUS: message); they are resumed when the condition clears. A NotReady or "
+            "cordoned node drains them always."
+        ),
+    )
