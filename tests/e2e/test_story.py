@@ -198,6 +198,8 @@ def story(kube, operator):
             document["spec"]["controller"]["backup"] = True
             # The node health chapter: the image's check every 10 s, and a node-problem-detector's condition.
             document["spec"]["nodeHealth"] = {"check": {"intervalSeconds": 10}, "drainOnNodeConditions": [{"type": "GPUProblem"}]}
+        if document["kind"] == "NodeSet" and document["metadata"]["name"] == "h100":
+            document["spec"]["replaceUnhealthy"] = True
     client.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
     deployment.wait_usable(client, NAMESPACE, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
     yield Story(client)
@@ -470,15 +472,18 @@ def test_sacct_and_sshare_account_for_the_jobs(story):
 # -- node health: the image's check, node conditions, drain-reason annotations ----------
 
 
-def test_a_gpu_gone_from_its_pod_drains_the_node_with_the_check_s_message(story):
-    """What a GPU that falls off the bus looks like to the pod: its device file is gone."""
+def test_a_gpu_gone_from_its_pod_drains_the_node_which_is_replaced_and_takes_jobs_again(story):
+    """What a GPU that falls off the bus looks like to the pod: its device file is gone. The check
+    drains the node with its message; h100 has replaceUnhealthy, so the idle node's pod is
+    replaced, and the new pod (its GPUs whole) comes back as h100-0, resumed by its own check."""
+    old_uid = story.pod("h100-0")["metadata"]["uid"]
     story.kube.exec(NAMESPACE, "h100-0", "slurmd", ["mv", "/dev/nvidia1", "/dev/.nvidia1-gone"])
-    try:
-        reason = story.wait_reason("h100-0", lambda r: r.startswith("kubeslurm: health check:"), 120, "h100-0 drained by its check")
-        assert reason.startswith("kubeslurm: health check: 1 GPU device files (/dev/nvidia0) but the node registered 2 GPUs"), reason
-    finally:
-        story.kube.exec(NAMESPACE, "h100-0", "slurmd", ["mv", "/dev/.nvidia1-gone", "/dev/nvidia1"])
-    story.wait_reason("h100-0", lambda r: r == "", 120, "h100-0 resumed by its check")
+    reason = story.wait_reason("h100-0", lambda r: r.startswith("kubeslurm: health check:"), 120, "h100-0 drained by its check")
+    assert reason.startswith("kubeslurm: health check: 1 GPU device files (/dev/nvidia0) but the node registered 2 GPUs"), reason
+    wait_for(lambda: ((story.pod("h100-0") or {}).get("metadata", {}).get("uid") not in (None, old_uid), "old pod"),
+             180, "h100-0 replaced")
+    assert story.events("h100", "NodeReplaced"), "no NodeReplaced Event on NodeSet h100"
+    story.wait_reason("h100-0", lambda r: r == "", 300, "the new h100-0 resumed by its check")
     assert "DEV=nvidia1" in story.srun("-p gpu -w h100-0 --gres=gpu:2")
 
 

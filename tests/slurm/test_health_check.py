@@ -16,6 +16,8 @@ import pytest
 
 from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE, NodeCondition
 from kubeslurm.reconcile.node_health import HealthActions, health_actions
+from kubeslurm.reconcile.replacement import replacements
+from kubeslurm.render.slurmd.statefulset import PRE_STOP
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
 
@@ -161,3 +163,37 @@ def test_kubernetes_trouble_drains_through_real_slurm_and_a_second_look_changes_
     nodes.ctl.resume(["gpu-0"])
     nodes.wait_idle("gpu-0")
     assert actions() == HealthActions({}, [])
+
+
+def test_a_replaced_pod_keeps_its_health_drain_through_pre_stop_and_comes_back_healthy(nodes):
+    """replaceUnhealthy on real Slurm: the operator's choice of pod to replace, the slurmd pod's
+    preStop hook (as the kubelet runs it) keeping the drain's reason through its DOWN, and the
+    new pod (a fresh host: its GPUs back) registering and resumed by its own check."""
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    pods = [{"metadata": {"name": n, "labels": {"kubeslurm.io/nodeset": "gpu"}}, "spec": {"nodeName": "k1"}, "status": ready}
+            for n in ("gpu-0", "gpu-1")]
+
+    def chosen():
+        return replacements(pods, {n.name: n for n in nodes.ctl.nodes()}, nodes.ctl.jobs(), {"gpu"})
+
+    nodes.on("gpu-1", "mv /dev/nvidia1 /dev/.nvidia1-gone")
+    reason = "kubeslurm: health check: 1 GPU device files (/dev/nvidia0) but the node registered 2 GPUs (Gres=gpu:a100:2)"
+    nodes.wait_drained("gpu-1", reason)
+    assert chosen() == {"gpu-1": reason.removeprefix("kubeslurm: ")}
+    nodes.c.run("gpu-1", ["/usr/bin/env", "POD_NAME=gpu-1", "/bin/sh", "-c", PRE_STOP])
+    node = nodes.node("gpu-1")
+    assert "DOWN" in node.states and node.drained and node.reason == reason, (node.states, node.reason)
+    assert chosen() == {}  # being replaced: not again
+    nodes.c.stop_host("gpu-1")
+    nodes.c.start_node("gpu-1")
+    nodes.wait_idle("gpu-1")
+    assert chosen() == {}
+
+
+def test_pre_stop_marks_a_node_that_is_not_drained_down_as_before(nodes):
+    nodes.c.run("gpu-0", ["/usr/bin/env", "POD_NAME=gpu-0", "/bin/sh", "-c", PRE_STOP])
+    node = nodes.node("gpu-0")
+    assert "DOWN" in node.states and not node.drained and node.reason == "kubeslurm: pod terminating", (node.states, node.reason)
+    nodes.c.stop_host("gpu-0")
+    nodes.c.start_node("gpu-0")
+    nodes.wait_idle("gpu-0")  # ReturnToService=2 lifts the DOWN once slurmd registers

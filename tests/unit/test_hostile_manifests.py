@@ -509,6 +509,8 @@ REFUSED = [
     ("max-gpus-huge", _cluster("spec.accounts.1.limits.maxGPUs", 2**63), "spec.accounts[1].limits.maxGPUs", ""),
     ("port-too-big", _cluster("spec.accounting.database", {"external": {**EXTERNAL_DATABASE["external"], "port": 70000}}),
      "spec.accounting.database.external.port", ""),
+    ("replace-with-rolling-update", _gpu("spec", {**GPU_NODES["spec"], "replaceUnhealthy": True, "updateStrategy": {"type": "RollingUpdate"}}),
+     "spec.replaceUnhealthy", "OnDelete"),
     ("port-string", _cluster("spec.accounting.database", {"external": {**EXTERNAL_DATABASE["external"], "port": "3306"}}),
      "spec.accounting.database.external.port", ""),
     ("block-size-negative", _cluster("spec.topology", {**BLOCK, "blockSizes": [-4]}), "spec.topology.blockSizes[0]", ""),

@@ -19,9 +19,11 @@ def k8s_node(name="k1", ready=True, cordoned=False, conditions=(), annotations=N
     }
 
 
-def pod(name="h100-0", node="k1", annotations=None):
+def pod(name="h100-0", node="k1", annotations=None, ready=True):
     return {"metadata": {"name": name, **({"annotations": annotations} if annotations is not None else {})},
-            "spec": {"nodeName": node}}
+            "spec": {"nodeName": node} if node else {},
+            "status": {"phase": "Running" if ready else "Pending",
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
 def idle(name="h100-0"):
@@ -61,6 +63,10 @@ GPU_OK = {"type": "GPUProblem", "status": "False", "reason": "NoProblem", "messa
         (k8s_node(conditions=[GPU_OK]), pod(), drained("kubeslurm: kubernetes node k1 has GPUProblem=True: x"), [GPU_PROBLEM],
          HealthActions({}, ["h100-0"])),
         (k8s_node(), pod(), drained("kubeslurm: pod h100-0 kubeslurm.io/drain-reason: bad NVLink"), (), HealthActions({}, ["h100-0"])),
+        # ... but only once the pod is Ready: a replaced pod still Pending has no node to judge.
+        (k8s_node(), pod(node=None, ready=False), drained("kubeslurm: kubernetes node k9 has GPUProblem=True: x"), [GPU_PROBLEM],
+         HealthActions({}, [])),
+        (k8s_node(), pod(ready=False), drained("kubeslurm: kubernetes node k1 is not Ready"), (), HealthActions({}, [])),
         # Still troubled, same reason: nothing to do (a no-op reconcile writes nothing).
         (k8s_node(annotations={DRAIN: "x"}), pod(), drained("kubeslurm: kubernetes node k1 kubeslurm.io/drain-reason: x"), (),
          HealthActions({}, [])),

@@ -16,9 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..api.node_health import NodeCondition
+from .slurm_access import pod_ready
 from .slurm_control import OPERATOR_REASON_PREFIX, SlurmNode
 
 HEALTH_REASON = "kubernetes node"
+NOT_READY = "is not Ready"
 POD_REASON = "pod"
 DRAIN_ANNOTATION = "kubeslurm.io/drain-reason"
 OUR_REASONS = tuple(f"{OPERATOR_REASON_PREFIX} {kind} " for kind in (HEALTH_REASON, POD_REASON))
@@ -51,10 +53,17 @@ def kubernetes_node_trouble(node: dict | None, conditions: Iterable[NodeConditio
     name = node["metadata"]["name"]
     if node.get("spec", {}).get("unschedulable"):
         return f"{HEALTH_REASON} {name} is cordoned"
-    present = {c.get("type"): c for c in node.get("status", {}).get("conditions", [])}
-    ready = present.get("Ready")
+    ready = next((c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"), None)
     if ready is not None and ready.get("status") != "True":
-        return f"{HEALTH_REASON} {name} is not Ready"
+        return f"{HEALTH_REASON} {name} {NOT_READY}"
+    return reported_trouble(node, conditions)
+
+
+def reported_trouble(node: dict, conditions: Iterable[NodeCondition] = ()) -> str | None:
+    """Trouble someone reported on a Kubernetes node (a listed condition, the annotation), as
+    opposed to its state: the scheduler still places pods there, so replacement avoids it."""
+    name = node["metadata"]["name"]
+    present = {c.get("type"): c for c in node.get("status", {}).get("conditions", [])}
     for wanted in conditions:
         condition = present.get(wanted.type)
         if condition is not None and condition.get("status") == wanted.status:
@@ -95,6 +104,8 @@ def health_actions(
         ours = drained_by_kubernetes_trouble(slurm)
         if trouble and (not slurm.drained or (ours and slurm.reason != f"{OPERATOR_REASON_PREFIX} {trouble}")):
             drain[name] = trouble
-        elif not trouble and ours:
+        elif not trouble and ours and pod_ready(pod):
+            # Not before its pod is Ready: a replaced pod still Pending has no node to judge, and
+            # resuming a DOWN node whose slurmd has not registered would only lose the drain.
             resume.append(name)
     return HealthActions(drain, sorted(resume))

@@ -18,6 +18,7 @@ default OnDelete strategy even an image change waits until the operator or an ad
 deletes the pod.
 """
 
+from collections.abc import Collection
 from copy import deepcopy
 
 from kubeslurm.api import NodeSet, SlurmCluster
@@ -38,11 +39,16 @@ TERMINATION_GRACE_SECONDS = 120
 
 # Marking the node DOWN as its pod goes makes slurmctld requeue its jobs now rather
 # than after SlurmdTimeout; the pod comes back under the same name and
-# ReturnToService=2 makes it usable again once it registers. `|| true`: a stopping
-# pod must not hang on an unreachable slurmctld.
+# ReturnToService=2 makes it usable again once it registers. ReturnToService lifts the
+# DOWN only, never a DRAIN, so a drained node keeps its drain's reason through the DOWN
+# (Slurm wants a reason with it): whoever drained it, a person, the health check or the
+# operator replacing an unhealthy pod, still recognises the drain and lifts it, or not,
+# after the new pod registers. `|| true`: a stopping pod must not hang on an unreachable
+# slurmctld.
 PRE_STOP = (
-    'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN '
-    'Reason="kubeslurm: pod terminating" || true'
+    'reason=$(timeout 10 scontrol --oneliner show node "$POD_NAME" 2>/dev/null'
+    " | sed -n 's/.* State=[^ ]*DRAIN[^ ]* .* Reason=\\(.*\\) \\[[^]]*\\]$/\\1/p'); "
+    'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN Reason="${reason:-kubeslurm: pod terminating}" || true'
 )
 
 # `scontrol show slurmd` is an authenticated RPC to this pod's slurmd: it passes once
@@ -122,7 +128,9 @@ def _site_check_volumes(cluster: SlurmCluster) -> list[dict]:
     }]
 
 
-def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers) -> dict:
+def slurmd_pod_template(
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, avoided_nodes: Collection[str] = ()
+) -> dict:
     """Our template with spec.podTemplate merged over it; the operator's labels always win.
 
     The template shares no mutable object with the NodeSet or this module (callers may
@@ -156,11 +164,27 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
         template = merge_pod_template(template, spec.pod_template.overlay())
     # The StatefulSet selects pods by these labels and the operator finds them by them.
     template.setdefault("metadata", {}).setdefault("labels", {}).update(pod_labels)
+    if avoided_nodes:
+        _avoid_nodes(template["spec"], sorted(avoided_nodes))
     return template
 
 
+def _avoid_nodes(pod_spec: dict, nodes: list[str]) -> None:
+    """Keep new pods off these Kubernetes nodes (replaceUnhealthy): a term that excludes them by
+    name is ANDed into every required node selector term (the terms are ORed), or is the only one."""
+    exclusion = {"key": "metadata.name", "operator": "NotIn", "values": nodes}
+    required = (pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+                .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}))
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        term["matchFields"] = [*term.get("matchFields", []), exclusion]
+
+
 def slurmd_stateful_set(
-    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None,
+    avoided_nodes: Collection[str] = (),
 ) -> dict:
     """`replicas` overrides spec.replicas while the operator drains the nodes a scale-down removes;
     `users`: the cluster's account users and their uids (slurm_pod.unix_users)."""
@@ -172,6 +196,6 @@ def slurmd_stateful_set(
         selector=labels.selector_labels(cluster.metadata.name, labels.SLURMD, name),
         service_name=naming.node_set_service(name),
         replicas=node_set.spec.replicas if replicas is None else replicas,
-        template=slurmd_pod_template(cluster, node_set, users=users),
+        template=slurmd_pod_template(cluster, node_set, users=users, avoided_nodes=avoided_nodes),
         update_strategy=node_set.spec.update_strategy.type,
     )
