@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubeslurm.reconcile.slurm_control import parse_node_line
 from kubeslurm.reconcile.ssh_host_key import public_host_key
@@ -467,6 +468,50 @@ def test_sacct_and_sshare_account_for_the_jobs(story):
     assert re.search(r"^\s*vision\|alice\|", shares, re.M) and re.search(r"^\s*nlp\|bob\|", shares, re.M), shares
     usage = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\|\|\d+\|(\d+)$", shares, re.M)}
     assert usage.get("vision", 0) > 0 and usage.get("nlp", 0) > 0, shares
+
+
+# -- metrics: the operator's /metrics against sinfo and squeue while jobs run ----------
+
+METRICS_URL = "http://kubeslurm-operator-metrics.kubeslurm-system:9090/metrics"
+SCRAPE = f"import urllib.request; print(urllib.request.urlopen({METRICS_URL!r}, timeout=20).read().decode())"
+
+
+def test_metrics_match_sinfo_and_squeue_while_jobs_run(story):
+    """Scraped the way Prometheus would (the chart's metrics Service, from inside the cluster),
+    parsed with prometheus_client, each scrape followed at once by sinfo and squeue. The samples
+    are as fresh as the last reconcile, so the test waits (while the jobs run) for one that agrees."""
+    jobs = [story.sbatch("-p cpu -N1 --wrap 'sleep 75'"), story.sbatch("-p gpu --gres=gpu:1 --wrap 'sleep 75'")]
+    for job in jobs:
+        story.wait_running(job)
+
+    def agree():
+        text = story.kube.exec(NAMESPACE, LOGIN, "login", ["python3", "-c", SCRAPE], timeout=60).stdout
+        running = len(story.sh("squeue -h -t R -o %i").split())
+        nodes = story.nodes()
+        gres_used = story.sh("sinfo -N -h -O NodeHost:40,GresUsed:60")
+        ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
+        values: dict[tuple, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if all(s.labels.get(k) == v for k, v in ours.items()):
+                    values[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ours)))] = s.value
+
+        def total(name, **labels):
+            return sum(v for (n, lbls), v in values.items() if n == name and all(dict(lbls).get(k) == x for k, x in labels.items()))
+
+        used_gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu:(?:[^:\s(]+:)?(\d+)", gres_used))
+        seen = {
+            "running jobs": (total("kubeslurm_slurm_jobs", state="running"), running),
+            "nodes": (total("kubeslurm_slurm_nodes"), len(nodes)),
+            "busy nodes": (total("kubeslurm_slurm_nodes", state="mixed") + total("kubeslurm_slurm_nodes", state="allocated"),
+                           sum(1 for n in nodes.values() if n["state"].startswith(("mix", "alloc")))),
+            "allocated GPUs": (total("kubeslurm_slurm_allocated_gpus"), used_gpus),
+            "slurmctld up": (total("kubeslurm_slurmctld_up"), 1),
+        }
+        return running >= 2 and all(a == b for a, b in seen.values()), seen
+
+    wait_for(agree, 70, "the operator's metrics to agree with sinfo/squeue while 2 jobs run", interval=5)
+    story.wait_jobs(jobs, timeout=180)
 
 
 # -- node health: the image's check, node conditions, drain-reason annotations ----------
