@@ -100,8 +100,12 @@ def test_the_pod_template_excludes_avoided_nodes_in_every_term(node_set_doc, ter
     [stateful_set] = [o for o in node_set_objects(cluster, node_set, avoided_nodes=["k2", "k1"]) if o["kind"] == "StatefulSet"]
     affinity = stateful_set["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
     assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == terms
-    # and nothing of it without avoided nodes
+    assert stateful_set["spec"]["template"]["metadata"]["annotations"]["kubeslurm.io/avoided-nodes"] == "k1,k2"
+    # Without avoided nodes: no exclusion, and an empty annotation (its change is what makes the
+    # apply step write the template without the exclusion).
     assert "affinity" not in template_of(REPLACING)["spec"]
+    assert template_of(REPLACING)["metadata"]["annotations"]["kubeslurm.io/avoided-nodes"] == ""
+    assert "kubeslurm.io/avoided-nodes" not in template_of(GPU_NODES)["metadata"].get("annotations", {})
 
 
 def test_only_node_sets_that_replace_keep_off_avoided_nodes():

@@ -34,6 +34,7 @@ SPOOL_DIR = "/var/spool/slurmd"
 SPOOL_VOLUME = "spool"
 SHM_VOLUME = "shm"
 SITE_CHECK_VOLUME = "health-site-check"
+AVOIDED_NODES_ANNOTATION = "kubeslurm.io/avoided-nodes"
 # The preStop hook (at most 20 s) and slurmd's own shutdown fit well within it.
 TERMINATION_GRACE_SECONDS = 120
 
@@ -164,6 +165,11 @@ def slurmd_pod_template(
         template = merge_pod_template(template, spec.pod_template.overlay())
     # The StatefulSet selects pods by these labels and the operator finds them by them.
     template.setdefault("metadata", {}).setdefault("labels", {}).update(pod_labels)
+    if node_set.spec.replace_unhealthy:
+        # Always there with replaceUnhealthy, "" without avoided nodes: the apply step writes only
+        # when a desired field differs from the live object, and the exclusion leaving the
+        # template is no such field, but this value changing is.
+        template["metadata"].setdefault("annotations", {})[AVOIDED_NODES_ANNOTATION] = ",".join(sorted(avoided_nodes))
     if avoided_nodes:
         _avoid_nodes(template["spec"], sorted(avoided_nodes))
     return template
