@@ -20,6 +20,7 @@ from kubeslurm.reconcile.replacement import replacements
 from kubeslurm.render.slurmd.statefulset import PRE_STOP
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
+from tests.slurm.conftest import stopped_after
 
 pytestmark = pytest.mark.slurm
 
@@ -89,15 +90,9 @@ class Nodes:
 def nodes(slurm_rootfs, request):
     model, node_sets = load([CLUSTER, GPU_NODE_SET])
     cluster = native_cluster(slurm_rootfs, model, node_sets, name="health", login=False)
-    failed_before = request.session.testsfailed
-    try:
+    with stopped_after(cluster, request):
         cluster.start()
         yield Nodes(cluster)
-    finally:
-        if request.session.testsfailed > failed_before:
-            for daemon in cluster.daemons:
-                print(f"\n===== {daemon} (last 40 lines) =====\n{cluster.logs(daemon, 40)}")
-        cluster.stop()
 
 
 def test_the_rendered_config_runs_the_image_check_on_every_node(nodes):
