@@ -139,7 +139,9 @@ def test_kubernetes_trouble_drains_through_real_slurm_and_a_second_look_changes_
     image's check leaves that drain alone, and clearing the condition resumes the node."""
     gpu_problem = {"type": "GPUProblem", "status": "True", "reason": "XidError", "message": "Xid 79 on GPU 1: fell off the bus"}
     k8s = {"metadata": {"name": "k1"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}, gpu_problem]}}
-    pods = [{"metadata": {"name": "gpu-0"}, "spec": {"nodeName": "k1"}}, {"metadata": {"name": "gpu-1"}, "spec": {"nodeName": "k2"}}]
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    pods = [{"metadata": {"name": "gpu-0"}, "spec": {"nodeName": "k1"}, "status": ready},
+            {"metadata": {"name": "gpu-1"}, "spec": {"nodeName": "k2"}, "status": ready}]
     k8s_nodes = {"k1": k8s, "k2": {"metadata": {"name": "k2"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}}
     conditions = [NodeCondition(type="GPUProblem")]
 
