@@ -33,7 +33,6 @@ from benchmarks import job_throughput  # noqa: E402
 from testbed import deployment  # noqa: E402
 from testbed.deployment import OPERATOR_NAMESPACE, OPERATOR_RELEASE  # noqa: E402
 from testbed.kubectl import Kube  # noqa: E402
-from testbed.waiting import wait_for  # noqa: E402
 
 NAMESPACE = "bench"
 IDLE_SAMPLE_SECONDS = 30
@@ -79,7 +78,9 @@ def wait_idle(kube: Kube, names: set[str], timeout: float = 900) -> None:
         states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
         return result.returncode == 0 and all(states.get(n) == "idle" for n in names)
 
-    wait_for(idle, timeout, f"nodes {sorted(names)} idle", interval=1, error=deployment.DeploymentError)
+    # Not silently: a scale-up whose pods cannot schedule says so (the NodeSet's Ready message) as it waits.
+    deployment.wait_reporting(kube, NAMESPACE, "research", timeout, f"nodes {sorted(names)} idle", report=say,
+                              done=idle, interval=1)
 
 
 def with_cpu_replicas(manifest: Path, replicas: int) -> list[dict]:

@@ -66,6 +66,9 @@ def install_operator(kubeconfig: str, images: list[dict], *, local: bool, extra_
     # (images/build.py names tars by content) rolls the operator pod when its image changed.
     [operator] = [image for image in images if image["name"] == "operator"]
     image_id = Path(operator["path"]).stem.rsplit("-", 1)[-1]
+    # helm installs the chart's CRDs only when absent and never upgrades them: apply them the
+    # way the README's upgrade note says, so a cluster that had an older operator takes new fields.
+    Kube(kubeconfig).run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "charts/kubeslurm-operator/crds"))
     subprocess.run([helm_binary(), "upgrade", "--install", OPERATOR_RELEASE, str(ROOT / "charts/kubeslurm-operator"),
                     "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
                     "--set", f"image.pullPolicy={pull}", "--set", "logFormat=plain",
@@ -133,27 +136,42 @@ def readiness(kube: Kube, namespace: str, cluster: str) -> tuple[bool, str]:
     pending = sorted(s["metadata"]["name"] for s in stateful_sets if not _rolled_out(s))
     usable = _ready(obj) and bool(node_sets) and all(_ready(n) for n in node_sets) \
         and bool(stateful_sets) and not pending
-    sets = " ".join(f"{n['metadata']['name']}={'Ready' if _ready(n) else 'NotReady'}" for n in node_sets)
+    sets = " ".join(f"{n['metadata']['name']}={'Ready' if _ready(n) else f'NotReady ({_ready_message(n)})'}"
+                    for n in node_sets)
     line = (f"SlurmCluster Ready={_ready(obj)} {message} | NodeSets {sets or '-'} | "
             f"rolling out: {', '.join(pending) or '-'} | {pods_summary(kube, namespace)}")
     return usable, line
 
 
+def _ready_message(obj: dict) -> str:
+    return next((c.get("message") or c.get("reason") or "" for c in obj.get("status", {}).get("conditions", [])
+                 if c.get("type") == "Ready"), "") or "no Ready condition yet"
+
+
 def wait_usable(kube: Kube, namespace: str, cluster: str, timeout: float,
                 report: Callable[[str], None] = print) -> float:
     """Waits until readiness() holds; reports each change of state; returns the seconds waited."""
+    return wait_reporting(kube, namespace, cluster, timeout, f"SlurmCluster {namespace}/{cluster} to be usable", report)
+
+
+def wait_reporting(kube: Kube, namespace: str, cluster: str, timeout: float, what: str,
+                   report: Callable[[str], None] = print, done: Callable[[], bool] | None = None,
+                   interval: float = 2) -> float:
+    """Waits until done() holds (default: the cluster is usable, readiness()), never silently:
+    each change of the cluster's state (its and its NodeSets' Ready messages, which name Pending
+    pods with the scheduler's reason, and the pods' states) is reported as it happens, and after
+    `timeout` it gives up with DeploymentError carrying the last state. Returns the seconds waited."""
     t0 = time.monotonic()
     last = {"line": None}
 
-    def usable() -> bool:
+    def check() -> bool:
         ok, line = readiness(kube, namespace, cluster)
         if line != last["line"]:
             report(f"[{time.monotonic() - t0:5.0f} s] {line}")
             last["line"] = line
-        return ok
+        return done() if done is not None else ok
 
-    wait_for(usable, timeout, f"SlurmCluster {namespace}/{cluster} to be usable", interval=2,
-             error=DeploymentError,
-             details=lambda: f"{last['line']}; see `kubectl describe slurmcluster -n {namespace} {cluster}` and "
+    wait_for(check, timeout, what, interval=interval, error=DeploymentError,
+             details=lambda: f"{last['line']}; see `kubectl describe slurmcluster,nodesets -n {namespace}` and "
                              f"`kubectl logs -n {OPERATOR_NAMESPACE} deploy/{OPERATOR_RELEASE}`")
     return time.monotonic() - t0

@@ -82,6 +82,10 @@ chmod 0644 /etc/ssh/sshd_config.d/00-kubeslurm-image.conf
 sed -i 's/^session\([[:space:]]\+\)required\([[:space:]]\+\)pam_loginuid\.so/session\1optional\2pam_loginuid.so/' /etc/pam.d/sshd
 grep -q '^session[[:space:]]\+optional[[:space:]]\+pam_loginuid\.so' /etc/pam.d/sshd
 
+# Slurm's HealthCheckProgram (slurm.conf, spec.nodeHealth.check): checks the node's GPUs
+# and the site's script, and drains its own node when they fail. setup.sh's files sit next to it.
+install -o root -g root -m 0755 "$(dirname "$0")/health-check.sh" /usr/local/sbin/kubeslurm-health-check
+
 # Users: the image runs as root (uid 0) on purpose. slurmd must be root (it starts
 # every job as the job's user: setuid, cgroups, namespaces); slurmctld and slurmdbd
 # start as root and drop to SlurmUser=slurm (uid 64030, fixed by Debian's

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kubeslurm.api.node_health import HEALTH_CHECK_PROGRAM
+from testbed import REPO
 from testbed.native_slurm import leftovers
 from testbed.native_slurm.daemons import Daemon, SlurmDaemons
 from testbed.native_slurm.hosts import (
@@ -40,6 +43,7 @@ from testbed.native_slurm.hosts import (
 from testbed.native_slurm.slurm_conf import conf_value, slurmctld_host
 from testbed.processes import Supervisor
 
+HEALTH_CHECK_SOURCE = REPO / "images/slurm/health-check.sh"
 
 
 @dataclass
@@ -312,6 +316,11 @@ class NativeSlurmCluster(SlurmDaemons):
             f.write_text(self.configs["slurmdbd.conf"])
             os.chown(f, SLURM_UID, SLURM_UID)
             f.chmod(0o600)
+        # What images/slurm/setup.sh installs beside the packages: the HealthCheckProgram.
+        check = up / HEALTH_CHECK_PROGRAM.lstrip("/")
+        check.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(HEALTH_CHECK_SOURCE, check)
+        check.chmod(0o755)
         spool = conf_value(self.configs["slurm.conf"], "SlurmdSpoolDir") or "/var/spool/slurmd"
         mkdir_owned(up, spool.replace("%n", h.name).replace("%h", h.name), 0)
         # What systemd's RuntimeDirectory= makes for the Debian units: each daemon

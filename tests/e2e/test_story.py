@@ -22,7 +22,9 @@ from datetime import datetime, timezone
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
+from kubeslurm.reconcile.slurm_control import parse_node_line
 from kubeslurm.reconcile.ssh_host_key import public_host_key
 from testbed import deployment
 from testbed.deployment import ROOT, DeploymentError
@@ -123,6 +125,24 @@ class Story:
     def pod(self, name: str) -> dict | None:
         return self.kube.get("pod", name, "-n", NAMESPACE)
 
+    def wait_reason(self, node: str, ok, timeout: float, what: str) -> str:
+        """Waits until the Slurm node's reason (`scontrol show node`, "" when it has none and is
+        not drained) passes ok; returns it."""
+        def check():
+            line = self.sh(f"scontrol --oneliner show node {node}").strip()
+            slurm = parse_node_line(line)
+            reason = slurm.reason if slurm.drained or slurm.down else ""
+            return ok(reason), f"{sorted(slurm.states)} {slurm.reason!r}"
+        wait_for(check, timeout, what)
+        slurm = parse_node_line(self.sh(f"scontrol --oneliner show node {node}").strip())
+        return slurm.reason if slurm.drained or slurm.down else ""
+
+    def events(self, node_set: str, reason: str) -> list[str]:
+        out = self.kube.run("get", "events", "-n", NAMESPACE, "--field-selector",
+                            f"involvedObject.kind=NodeSet,involvedObject.name={node_set},reason={reason}",
+                            "-o", "jsonpath={.items[*].message}").stdout
+        return [m for m in out.split("Slurm node ") if m]
+
     def replace_pod(self, name: str, timeout: float = 300) -> None:
         """Deletes a pod and waits for its StatefulSet's new pod, under the same name, to be Ready."""
         old_uid = self.pod(name)["metadata"]["uid"]
@@ -177,6 +197,10 @@ def story(kube, operator):
             # A backup slurmctld, so the failover chapter proves Slurm's own HA on the shared state
             # claim (ReadWriteMany). It requests no CPU: the 4 slurmd pods still fit.
             document["spec"]["controller"]["backup"] = True
+            # The node health chapter: the image's check every 10 s, and a node-problem-detector's condition.
+            document["spec"]["nodeHealth"] = {"check": {"intervalSeconds": 10}, "drainOnNodeConditions": [{"type": "GPUProblem"}]}
+        if document["kind"] == "NodeSet" and document["metadata"]["name"] == "h100":
+            document["spec"]["replaceUnhealthy"] = True
     client.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
     deployment.wait_usable(client, NAMESPACE, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
     yield Story(client)
@@ -444,6 +468,105 @@ def test_sacct_and_sshare_account_for_the_jobs(story):
     assert re.search(r"^\s*vision\|alice\|", shares, re.M) and re.search(r"^\s*nlp\|bob\|", shares, re.M), shares
     usage = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\|\|\d+\|(\d+)$", shares, re.M)}
     assert usage.get("vision", 0) > 0 and usage.get("nlp", 0) > 0, shares
+
+
+# -- metrics: the operator's /metrics against sinfo and squeue while jobs run ----------
+
+METRICS_URL = "http://kubeslurm-operator-metrics.kubeslurm-system:9090/metrics"
+SCRAPE = f"import urllib.request; print(urllib.request.urlopen({METRICS_URL!r}, timeout=20).read().decode())"
+
+
+def test_metrics_match_sinfo_and_squeue_while_jobs_run(story):
+    """Scraped the way Prometheus would (the chart's metrics Service, from inside the cluster),
+    parsed with prometheus_client, each scrape followed at once by sinfo and squeue. The samples
+    are as fresh as the last reconcile, so the test waits (while the jobs run) for one that agrees."""
+    jobs = [story.sbatch("-p cpu -N1 --wrap 'sleep 75'"), story.sbatch("-p gpu --gres=gpu:1 --wrap 'sleep 75'")]
+    for job in jobs:
+        story.wait_running(job)
+
+    def agree():
+        text = story.kube.exec(NAMESPACE, LOGIN, "login", ["python3", "-c", SCRAPE], timeout=60).stdout
+        running = len(story.sh("squeue -h -t R -o %i").split())
+        nodes = story.nodes()
+        gres_used = story.sh("sinfo -N -h -O NodeHost:40,GresUsed:60")
+        ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
+        values: dict[tuple, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if all(s.labels.get(k) == v for k, v in ours.items()):
+                    values[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ours)))] = s.value
+
+        def total(name, **labels):
+            return sum(v for (n, lbls), v in values.items() if n == name and all(dict(lbls).get(k) == x for k, x in labels.items()))
+
+        used_gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu:(?:[^:\s(]+:)?(\d+)", gres_used))
+        seen = {
+            "running jobs": (total("kubeslurm_slurm_jobs", state="running"), running),
+            "nodes": (total("kubeslurm_slurm_nodes"), len(nodes)),
+            "busy nodes": (total("kubeslurm_slurm_nodes", state="mixed") + total("kubeslurm_slurm_nodes", state="allocated"),
+                           sum(1 for n in nodes.values() if n["state"].startswith(("mix", "alloc")))),
+            "allocated GPUs": (total("kubeslurm_slurm_allocated_gpus"), used_gpus),
+            "slurmctld up": (total("kubeslurm_slurmctld_up"), 1),
+        }
+        return running >= 2 and all(a == b for a, b in seen.values()), seen
+
+    wait_for(agree, 70, "the operator's metrics to agree with sinfo/squeue while 2 jobs run", interval=5)
+    story.wait_jobs(jobs, timeout=180)
+
+
+# -- node health: the image's check, node conditions, drain-reason annotations ----------
+
+
+def test_a_gpu_gone_from_its_pod_drains_the_node_which_is_replaced_and_takes_jobs_again(story):
+    """What a GPU that falls off the bus looks like to the pod: its device file is gone. The check
+    drains the node with its message; h100 has replaceUnhealthy, so the idle node's pod is
+    replaced, and the new pod (its GPUs whole) comes back as h100-0, resumed by its own check."""
+    old_uid = story.pod("h100-0")["metadata"]["uid"]
+    story.kube.exec(NAMESPACE, "h100-0", "slurmd", ["mv", "/dev/nvidia1", "/dev/.nvidia1-gone"])
+    reason = story.wait_reason("h100-0", lambda r: r.startswith("kubeslurm: health check:"), 120, "h100-0 drained by its check")
+    assert reason.startswith("kubeslurm: health check: 1 GPU device files (/dev/nvidia0) but the node registered 2 GPUs"), reason
+    wait_for(lambda: ((story.pod("h100-0") or {}).get("metadata", {}).get("uid") not in (None, old_uid), "old pod"),
+             180, "h100-0 replaced")
+    assert story.events("h100", "NodeReplaced"), "no NodeReplaced Event on NodeSet h100"
+    story.wait_reason("h100-0", lambda r: r == "", 300, "the new h100-0 resumed by its check")
+    assert "DEV=nvidia1" in story.srun("-p gpu -w h100-0 --gres=gpu:2")
+
+
+def test_a_node_condition_drains_its_slurm_nodes_until_it_clears(story):
+    node = story.pod("cpu-0")["spec"]["nodeName"]
+
+    def gpu_problem(status: str) -> None:
+        condition = {"type": "GPUProblem", "status": status, "reason": "XidError" if status == "True" else "NoProblem",
+                     "message": "Xid 79 on GPU 1" if status == "True" else "ok",
+                     "lastHeartbeatTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        # As node-problem-detector does: a strategic merge of status.conditions (keyed by type).
+        story.kube.run("patch", "node", node, "--subresource=status", "--type=strategic",
+                       "-p", json.dumps({"status": {"conditions": [condition]}}))
+
+    gpu_problem("True")
+    try:
+        reason = story.wait_reason("cpu-0", lambda r: r != "", 90, "cpu-0 drained for GPUProblem")
+        assert reason == f"kubeslurm: kubernetes node {node} has GPUProblem=True: Xid 79 on GPU 1", reason
+        assert story.events("cpu", "NodeDrained"), "no NodeDrained Event on NodeSet cpu"
+    finally:
+        gpu_problem("False")
+    story.wait_reason("cpu-0", lambda r: r == "", 90, "cpu-0 resumed once GPUProblem cleared")
+    assert story.events("cpu", "NodeResumed"), "no NodeResumed Event on NodeSet cpu"
+
+
+@pytest.mark.parametrize("kind", ["pod", "node"])
+def test_the_drain_reason_annotation_drains_and_its_removal_resumes(story, kind):
+    name = "cpu-0" if kind == "pod" else story.pod("cpu-0")["spec"]["nodeName"]
+    where = ["-n", NAMESPACE] if kind == "pod" else []
+    story.kube.run("annotate", "--overwrite", kind, name, *where, "kubeslurm.io/drain-reason=NVLink errors, RMA ticket 4711")
+    try:
+        reason = story.wait_reason("cpu-0", lambda r: r != "", 90, f"cpu-0 drained by the {kind}'s annotation")
+        what = "pod cpu-0" if kind == "pod" else f"kubernetes node {name}"
+        assert reason == f"kubeslurm: {what} kubeslurm.io/drain-reason: NVLink errors, RMA ticket 4711", reason
+    finally:
+        story.kube.run("annotate", kind, name, *where, "kubeslurm.io/drain-reason-")
+    story.wait_reason("cpu-0", lambda r: r == "", 90, f"cpu-0 resumed once the {kind}'s annotation was removed")
 
 
 # -- 4. controller failover ----------------------------------------------------------

@@ -733,3 +733,40 @@ def test_the_ssh_host_key_is_made_once_and_the_service_has_the_type_asked_for(op
     eventually(lambda: get(cp, "service", "research-ssh", namespace) is None, what="the ssh Service pruned")
     login = get(cp, "statefulset", "research-login", namespace)["spec"]["template"]["spec"]["containers"][0]
     assert login["command"] == ["sleep", "infinity"]
+
+
+def test_replace_unhealthy_keeps_new_pods_off_a_node_with_a_listed_condition_until_it_clears(operator, control_plane, namespace):
+    """The exclusion of replaceUnhealthy against the API server: a Node whose GPUProblem=True (as
+    node-problem-detector writes it, on the status subresource) is excluded by name from the pod
+    template of the NodeSet that replaces, not from the other's, and the exclusion goes once the
+    condition clears. Nothing runs the pods in this tier: Slurm's side is in the e2e story."""
+    cp = control_plane
+    docs = documents_in(namespace)
+    cluster, h100, cpu = docs
+    cluster["spec"]["nodeHealth"] = {"drainOnNodeConditions": [{"type": "GPUProblem"}]}
+    h100["spec"]["replaceUnhealthy"] = True
+    node = f"gpu-node-{namespace}"
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))
+
+    def gpu_problem(status):
+        cp.kubectl("patch", "node", node, "--subresource=status", "--type=strategic", "-p", json.dumps(
+            {"status": {"conditions": [{"type": "GPUProblem", "status": status, "reason": "XidError", "message": "Xid 79"}]}}))
+
+    def exclusion(name):
+        spec = get(cp, "statefulset", name, namespace)["spec"]["template"]["spec"]
+        terms = spec.get("affinity", {}).get("nodeAffinity", {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+        return [f for term in terms for f in term.get("matchFields", [])]
+
+    try:
+        apply_example(cp, namespace, docs)
+        wait_for_objects(cp, namespace)
+        assert exclusion("h100") == []
+        gpu_problem("True")
+        eventually(lambda: exclusion("h100") == [{"key": "metadata.name", "operator": "NotIn", "values": [node]}],
+                   timeout=60, what=f"h100's pods kept off {node}")
+        assert exclusion("cpu") == []
+        gpu_problem("False")
+        eventually(lambda: exclusion("h100") == [], timeout=60, what=f"the exclusion of {node} lifted")
+    finally:
+        cp.kubectl("delete", "node", node, "--ignore-not-found")

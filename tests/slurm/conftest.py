@@ -9,6 +9,7 @@ ${KUBESLURM_CACHE:-~/.cache/kubeslurm}/rootfs/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -62,3 +63,17 @@ def pytest_runtest_makereport(item, call):
     rep = yield
     setattr(item, "rep_" + rep.when, rep)
     return rep
+
+
+@contextlib.contextmanager
+def stopped_after(cluster, request):
+    """Stops a module's CLUSTER when the block ends; when one of the module's tests failed
+    meanwhile, prints its daemons' log tails first."""
+    failed_before = request.session.testsfailed
+    try:
+        yield cluster
+    finally:
+        if request.session.testsfailed > failed_before:
+            for daemon in cluster.daemons:
+                print(f"\n===== {daemon} (last 40 lines) =====\n{cluster.logs(daemon, 40)}")
+        cluster.stop()

@@ -45,6 +45,7 @@ from kubeslurm.render.slurmd.node import slurmd_conf_line
 from testbed.native_slurm import NativeSlurmCluster
 from testbed.native_slurm.rendered import load, native_cluster, read_documents
 from testbed.waiting import wait_for
+from tests.slurm.conftest import stopped_after
 
 pytestmark = pytest.mark.slurm
 
@@ -132,8 +133,7 @@ def env(slurm_rootfs, request):
     assert [n.name for n in cluster.nodes] == H100 + CPU
     assert list(cluster.users) == ["alice", "bob", "carol"]
     assert cluster.controller == naming.controller_hosts(CLUSTER, backup=False)[0].name
-    failed_before = request.session.testsfailed
-    try:
+    with stopped_after(cluster, request):
         cluster.start()
         e = Env(cluster, model, node_sets, configs)
         # The operator's own step: accounts from spec.accounts, through SlurmControl.
@@ -148,11 +148,6 @@ def env(slurm_rootfs, request):
         print(f"\ncluster up and accounts applied in {time.monotonic() - t0:.1f}s:",
               {k: round(v, 1) for k, v in cluster.timings.items()})
         yield e
-    finally:
-        if request.session.testsfailed > failed_before:
-            for d in cluster.daemons:
-                print(f"\n===== {d} (last 40 lines) =====\n{cluster.logs(d, 40)}")
-        cluster.stop()
 
 
 # ---------------------------------------------------------------- 1. registration

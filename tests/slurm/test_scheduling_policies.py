@@ -19,6 +19,7 @@ import pytest
 from kubeslurm.render.config.accounting_commands import accounting_commands
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
+from tests.slurm.conftest import stopped_after
 
 pytestmark = pytest.mark.slurm
 
@@ -102,19 +103,13 @@ class Policies:
 def policies(slurm_rootfs, request):
     model, node_sets = load([CLUSTER, *NODE_SETS])
     cluster = native_cluster(slurm_rootfs, model, node_sets, name="policies")
-    failed_before = request.session.testsfailed
-    try:
+    with stopped_after(cluster, request):
         cluster.start()
         slurm_control(cluster).sacctmgr(accounting_commands(model))
         p = Policies(cluster)
         # --time is enforced: started now, checked by the last test, so the wait overlaps the others.
         p.over_time = p.sbatch("-p gpu --time=1 --wrap 'sleep 600'", user="bob")
         yield p
-    finally:
-        if request.session.testsfailed > failed_before:
-            for daemon in cluster.daemons:
-                print(f"\n===== {daemon} (last 40 lines) =====\n{cluster.logs(daemon, 40)}")
-        cluster.stop()
 
 
 def test_a_high_priority_partition_job_requeues_a_running_low_one_which_completes_later(policies):

@@ -65,6 +65,8 @@ FULL_CLUSTER = set_path(set_path(set_path(CLUSTER, "spec.slurmConf", {"MaxJobCou
                                  "spec.topology", TREE), "spec.controller.persistence.storageClassName", "fast")
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.partitions.0.defaultTime", "1:00:00")
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.accounts.0.limits", {"maxJobTime": "1-00:00:00"})
+FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.nodeHealth", {"check": {"nodeStates": ["IDLE", "MIXED"], "siteScript": {"configMap": "gpu-burn", "key": "check.sh"}},
+                                                       "drainOnNodeConditions": [{"type": "example.com/GPUProblem", "status": "True"}]})
 EXTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database", EXTERNAL_DATABASE)
 INTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database.internal",
                             {"size": "2Gi", "storageClassName": "fast", "image": "example.org/mariadb:11"})
@@ -137,6 +139,14 @@ STRING_FIELDS = [
     ("default-time", [FULL_CLUSTER], "spec.partitions.0.defaultTime", "1:00:00", "spec.partitions[0].defaultTime"),
     ("topology-plugin", [FULL_CLUSTER], "spec.topology.plugin", "tree", "spec.topology.plugin"),
     ("topology-label", [FULL_CLUSTER], "spec.topology.nodeLabels.1", "example.com/switch", "spec.topology.nodeLabels[1]"),
+    ("health-node-state", [FULL_CLUSTER], "spec.nodeHealth.check.nodeStates.1", "MIXED", "spec.nodeHealth.check.nodeStates[1]"),
+    ("site-check-config-map", [FULL_CLUSTER], "spec.nodeHealth.check.siteScript.configMap", "gpu-burn",
+     "spec.nodeHealth.check.siteScript.configMap"),
+    ("site-check-key", [FULL_CLUSTER], "spec.nodeHealth.check.siteScript.key", "check.sh", "spec.nodeHealth.check.siteScript.key"),
+    ("drain-condition-type", [FULL_CLUSTER], "spec.nodeHealth.drainOnNodeConditions.0.type", "example.com/GPUProblem",
+     "spec.nodeHealth.drainOnNodeConditions[0].type"),
+    ("drain-condition-status", [FULL_CLUSTER], "spec.nodeHealth.drainOnNodeConditions.0.status", "True",
+     "spec.nodeHealth.drainOnNodeConditions[0].status"),
     ("slurm-conf-value", [FULL_CLUSTER], "spec.slurmConf.MaxJobCount", "20000", "spec.slurmConf.MaxJobCount"),
     ("slurm-conf-key", [FULL_CLUSTER], "spec.slurmConf.{key}", "MaxJobCount", "spec.slurmConf['MaxJobCount"),
     ("node-set-name", [FULL_GPU], "metadata.name", "h100", "metadata.name"),
@@ -489,12 +499,18 @@ REFUSED = [
     ("slurm-conf-two-spellings", _cluster("spec.slurmConf", {"MaxJobCount": "1", "maxjobcount": "2"}), "spec.slurmConf.maxjobcount", "repeats"),
     ("slurm-conf-owned-key", _cluster("spec.slurmConf", {"NodeName": "evil"}), "spec.slurmConf.NodeName", "instead"),
     ("slurm-conf-include", _cluster("spec.slurmConf", {"Include": "/etc/shadow"}), "spec.slurmConf.Include", ""),
+    ("slurm-conf-health-program", _cluster("spec.slurmConf", {"HealthCheckProgram": "/tmp/x"}), "spec.slurmConf.HealthCheckProgram",
+     "spec.nodeHealth.check"),
+    ("health-interval-too-short", _cluster("spec.nodeHealth", {"check": {"intervalSeconds": 1}}), "spec.nodeHealth.check.intervalSeconds", ""),
+    ("health-node-state-cycle", _cluster("spec.nodeHealth", {"check": {"nodeStates": ["CYCLE"]}}), "spec.nodeHealth.check.nodeStates[0]", ""),
     ("accounts-map", _cluster("spec.accounts", {"vision": {}}), "spec.accounts", ""),
     ("users-string", _cluster("spec.accounts.0.users", "alice"), "spec.accounts[0].users", ""),
     ("shares-float", _cluster("spec.accounts.0.shares", 1e3), "spec.accounts[0].shares", ""),
     ("max-gpus-huge", _cluster("spec.accounts.1.limits.maxGPUs", 2**63), "spec.accounts[1].limits.maxGPUs", ""),
     ("port-too-big", _cluster("spec.accounting.database", {"external": {**EXTERNAL_DATABASE["external"], "port": 70000}}),
      "spec.accounting.database.external.port", ""),
+    ("replace-with-rolling-update", _gpu("spec", {**GPU_NODES["spec"], "replaceUnhealthy": True, "updateStrategy": {"type": "RollingUpdate"}}),
+     "spec.replaceUnhealthy", "OnDelete"),
     ("port-string", _cluster("spec.accounting.database", {"external": {**EXTERNAL_DATABASE["external"], "port": "3306"}}),
      "spec.accounting.database.external.port", ""),
     ("block-size-negative", _cluster("spec.topology", {**BLOCK, "blockSizes": [-4]}), "spec.topology.blockSizes[0]", ""),

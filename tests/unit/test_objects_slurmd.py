@@ -204,3 +204,26 @@ def test_merge_rules(base, overlay, expected):
     before = repr(base)
     assert merge_pod_template(base, overlay) == expected
     assert repr(base) == before  # the operator's template is never changed in place
+
+
+@pytest.mark.parametrize(
+    "check,volume",
+    [
+        ({}, None),
+        ({"siteScript": {"configMap": "gpu-burn"}},
+         {"name": "gpu-burn", "items": [{"key": "check", "path": "site-check"}], "defaultMode": 0o555}),
+        ({"siteScript": {"configMap": "gpu-burn", "key": "burn.sh"}},
+         {"name": "gpu-burn", "items": [{"key": "burn.sh", "path": "site-check"}], "defaultMode": 0o555}),
+        # A check that is off runs no site script either.
+        ({"enabled": False, "siteScript": {"configMap": "gpu-burn"}}, None),
+    ],
+)
+def test_the_site_health_check_is_mounted_where_the_image_check_runs_it(check, volume):
+    template = template_of(cluster_doc=set_path(CLUSTER, "spec.nodeHealth", {"check": check}))
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    mounts = {m["name"]: m for m in container(template)["volumeMounts"]}
+    if volume is None:
+        assert "health-site-check" not in volumes and "health-site-check" not in mounts
+    else:
+        assert volumes["health-site-check"]["configMap"] == volume
+        assert mounts["health-site-check"] == {"name": "health-site-check", "mountPath": "/etc/kubeslurm-health", "readOnly": True}

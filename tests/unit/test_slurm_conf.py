@@ -53,6 +53,12 @@ def test_every_key_is_owned_or_a_documented_default():
         ("spec.slurmConf", {"MaxJobCount": "20000"}, {"MaxJobCount": ["20000"]}),
         ("spec.slurmConf", {"slurmctlddebug": "debug2"}, {"slurmctlddebug": ["debug2"]}),
         ("spec.topology", {"plugin": "block", "nodeLabels": ["nvlink-domain"]}, {"TopologyPlugin": ["topology/block"]}),
+        ("spec.nodeHealth", {}, {"HealthCheckProgram": ["/usr/local/sbin/kubeslurm-health-check"],
+                                 "HealthCheckInterval": ["60"], "HealthCheckNodeState": ["ANY"]}),
+        ("spec.nodeHealth", {"check": {"intervalSeconds": 300, "nodeStates": ["IDLE", "MIXED"], "cycle": True}},
+         {"HealthCheckInterval": ["300"], "HealthCheckNodeState": ["IDLE,MIXED,CYCLE"]}),
+        ("spec.nodeHealth", {"check": {"enabled": False}},
+         {"HealthCheckProgram": None, "HealthCheckInterval": None, "HealthCheckNodeState": None}),
     ],
 )
 def test_spec_fields_become_slurm_settings(path, value, expected):

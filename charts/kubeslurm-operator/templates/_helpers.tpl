@@ -82,10 +82,11 @@ order, as deploy/rbac.yaml (a test compares them), which says which code needs e
   resources: [persistentvolumeclaims]
   verbs: [get, create, patch]
 # slurmd pods: readiness and placement (list, watch), the controller pod (get); the
-# running-jobs label that the PDB selects (patch)
+# running-jobs label that the PDB selects (patch); replaceUnhealthy deletes the pod of an
+# idle node drained for its health (reconcile/replacement.py)
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, patch, delete]
 # exec into slurmctld runs scontrol/squeue/sacctmgr (reconcile/slurm_control.py) over a
 # websocket: a GET upgrade, authorized as get, and as create by newer API servers
 - apiGroups: [""]

@@ -109,6 +109,9 @@ class NodeSetSpec(KubeModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 {"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"},
+                {"rule": "!has(self.replaceUnhealthy) || !self.replaceUnhealthy || !has(self.updateStrategy) "
+                         "|| !has(self.updateStrategy.type) || self.updateStrategy.type == 'OnDelete'",
+                 "message": "replaceUnhealthy needs updateStrategy OnDelete"},
                 *POD_TEMPLATE_RULES,
             ]
         }
@@ -146,11 +149,25 @@ class NodeSetSpec(KubeModel):
         ),
     )
     update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, description="How slurmd pods pick up a new image or pod template.")
+    replace_unhealthy: bool = Field(
+        default=False,
+        description=(
+            "Replace a node drained for its health (the health check, a drainOnNodeConditions condition, a Kubernetes "
+            "node's drain-reason annotation, a cordon) once no job runs on it: its pod is deleted and comes back under "
+            "the same Slurm name, kept off a troubled Kubernetes node while the trouble lasts. Needs updateStrategy OnDelete."
+        ),
+    )
 
     @model_validator(mode="after")
     def _cross_field(self):
         if self.replicas > self.max_replicas:
             raise ValueError(f"replicas ({self.replicas}) must not exceed maxReplicas ({self.max_replicas})")
+        if self.replace_unhealthy and self.update_strategy.type != "OnDelete":
+            raise SubfieldError(
+                "replaceUnhealthy",
+                "needs updateStrategy OnDelete: keeping pods off a troubled Kubernetes node changes the pod template, and "
+                "RollingUpdate would restart every slurmd pod, with its jobs, each time",
+            )
         self._pod_template_keeps_to_its_own()
         return self
 

@@ -31,6 +31,7 @@ from .names import (
     UNIX_USER_PATTERN,
     matching,
 )
+from .node_health import NodeHealthSpec
 from .quantity import QUANTITY_PATTERN
 from .slurm_time import SLURM_DURATION_PATTERN
 from .storage import StorageSpec
@@ -358,6 +359,9 @@ class SlurmClusterSpec(KubeModel):
         },
     )
     topology: Topology | None = Field(default=None, description="Render topology.conf from Kubernetes node labels.")
+    node_health: NodeHealthSpec = Field(
+        default_factory=NodeHealthSpec, description="Health checks that drain a bad node (README: Node health)."
+    )
     slurm_conf: dict[
         Annotated[str, Field(max_length=64), *matching(SLURM_CONF_KEY_PATTERN, SLURM_CONF_KEY_HELP)],
         Annotated[str, Field(min_length=1, max_length=1024), *matching(SLURM_CONF_VALUE_PATTERN, SLURM_CONF_VALUE_HELP)],

@@ -32,6 +32,7 @@ from .events import EventRecorder
 from .kube_api import KubeApi
 from .publish_metrics import publish_cluster_metrics
 from .record_unix_ids import record_unix_ids
+from .replacement import avoided_nodes
 from .run_state import NodeSetState, Run, StepFailed
 from .scale_down import plan_scale
 from .slurm_control import SlurmCommandError, SlurmControl, jobs_holding
@@ -205,7 +206,8 @@ class ClusterReconciler:
         for state in run.node_sets:
             run.live[("NodeSet", state.raw["metadata"]["name"])] = state.raw
         run.slurmd_pods = self.api.list(ownership.POD, ns, ownership.cluster_selector(name, ownership.SLURMD))
-        if run.slurmd_pods:
+        # replaceUnhealthy's node exclusion must not drop out while a NodeSet has no pod for a moment.
+        if run.slurmd_pods or any(s.model is not None and s.model.spec.replace_unhealthy for s in run.node_sets):
             run.k8s_nodes = {n["metadata"]["name"]: n for n in self.api.list(ownership.NODE, None)}
         primary, *backup = naming.controller_hosts(name, run.cluster.spec.controller.backup)
         run.controller_pod = self.api.get(ownership.POD, ns, primary.name)
@@ -264,6 +266,7 @@ class ClusterReconciler:
                 placements=_placements(run),
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
                 unix_ids=run.unix_ids,
+                avoided_nodes=avoided_nodes(run.k8s_nodes, run.cluster.spec.node_health.drain_on_node_conditions),
             )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None

@@ -27,6 +27,7 @@ from .events import EventRecorder
 from .kube_api import KubeApi
 from .lost_slurmd import lost_slurmd_actions
 from .node_health import health_actions
+from .replacement import replacements
 from .run_state import Run
 
 
@@ -54,7 +55,8 @@ def sync_slurm(api: KubeApi, events: EventRecorder, run: Run) -> None:
     _refresh_topology(run, status)
     _label_busy_pods(api, run)
     _down_lost_slurmd(events, run)
-    _follow_kubernetes_node_health(run)
+    _follow_kubernetes_node_health(events, run)
+    _replace_unhealthy(api, events, run)
     _scale_down(events, run)
 
 
@@ -160,11 +162,33 @@ def _down_lost_slurmd(events: EventRecorder, run: Run) -> None:
     run.slurm.resume(found)
 
 
-def _follow_kubernetes_node_health(run: Run) -> None:
-    drain, resume = health_actions(run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {})
-    for node, why in drain.items():
+def _follow_kubernetes_node_health(events: EventRecorder, run: Run) -> None:
+    actions = health_actions(
+        run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {}, run.cluster.spec.node_health.drain_on_node_conditions)
+    for node, why in actions.drain.items():
         run.slurm.drain([node], why)
-    run.slurm.resume(resume)
+        events.warning(_node_set_of(run, node), "NodeDrained", f"Slurm node {node} drained: {why}")
+    run.slurm.resume(actions.resume)
+    for node in actions.resume:
+        events.normal(_node_set_of(run, node), "NodeResumed", f"Slurm node {node} resumed: its Kubernetes trouble is gone")
+
+
+def _replace_unhealthy(api: KubeApi, events: EventRecorder, run: Run) -> None:
+    node_sets = {state.model.metadata.name for state in run.node_sets if state.model is not None and state.model.spec.replace_unhealthy}
+    if not node_sets:
+        return
+    for pod, why in replacements(run.slurmd_pods, run.slurm_nodes or {}, run.slurm_jobs or [], node_sets).items():
+        found = next(p for p in run.slurmd_pods if p["metadata"]["name"] == pod)
+        api.delete(ownership.POD, found["metadata"]["namespace"], pod, uid=found["metadata"].get("uid"))
+        events.warning(_node_set_of(run, pod), "NodeReplaced",
+                       f"pod {pod} deleted (no job on it, drained: {why}); it comes back as the same Slurm node")
+
+
+def _node_set_of(run: Run, pod_name: str) -> dict:
+    """The NodeSet whose pod this is (Events there show in `kubectl describe nodeset`), else the cluster."""
+    pod = next((p for p in run.slurmd_pods if p["metadata"]["name"] == pod_name), None)
+    node_set = ((pod or {}).get("metadata", {}).get("labels") or {}).get(ownership.NODE_SET)
+    return next((state.raw for state in run.node_sets if state.raw["metadata"]["name"] == node_set), run.raw)
 
 
 def _scale_down(events: EventRecorder, run: Run) -> None:

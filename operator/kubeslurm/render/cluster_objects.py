@@ -11,7 +11,7 @@ shared storage claims it asks for (spec.storage) are kept even then unless the s
 says otherwise: they hold the researchers' files.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from kubeslurm.api import NodeSet, SlurmCluster
 from kubeslurm.render import slurm_pod
@@ -49,6 +49,7 @@ def desired_objects(
     placements: dict[str, dict[str, str]] | None = None,
     replicas: Mapping[str, int] | None = None,
     unix_ids: Mapping[str, int] | None = None,
+    avoided_nodes: Collection[str] = (),
 ) -> list[dict]:
     """Every object the operator applies for one cluster, in apply order.
 
@@ -57,6 +58,8 @@ def desired_objects(
     -> the StatefulSet's replicas where a scale-down plan holds them above spec.replicas.
     unix_ids: the cluster's uid assignment (status.unixIds, see render/unix_ids.py); None
     is the assignment for the spec alone (offline render, or a cluster's first reconcile).
+    avoided_nodes: Kubernetes nodes with health trouble that the pods of NodeSets with
+    replaceUnhealthy must not be scheduled to (reconcile/replacement.py).
     """
     users = slurm_pod.unix_users(cluster, unix_ids)
     objects = cluster_objects(
@@ -64,7 +67,8 @@ def desired_objects(
         users=users,
     )
     for node_set in node_sets:
-        objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users)
+        objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users,
+                                    avoided_nodes=avoided_nodes if node_set.spec.replace_unhealthy else ())
     objects += [owned_by_cluster(node_set, cluster) for node_set in node_sets]
     return objects
 
@@ -134,7 +138,8 @@ def cluster_objects(
 
 
 def node_set_objects(
-    cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None, users: slurm_pod.UnixUsers | None = None
+    cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None, users: slurm_pod.UnixUsers | None = None,
+    avoided_nodes: Collection[str] = (),
 ) -> list[dict]:
     """The objects owned by the NodeSet: deleting it removes its pods and their budget.
 
@@ -149,6 +154,7 @@ def node_set_objects(
         )
     return [
         node_set_service(node_set),
-        slurmd_stateful_set(cluster, node_set, replicas=replicas, users=slurm_pod.unix_users(cluster) if users is None else users),
+        slurmd_stateful_set(cluster, node_set, replicas=replicas, users=slurm_pod.unix_users(cluster) if users is None else users,
+                            avoided_nodes=avoided_nodes),
         running_jobs_disruption_budget(node_set),
     ]

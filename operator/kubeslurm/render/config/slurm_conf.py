@@ -3,6 +3,7 @@
 import re
 
 from kubeslurm.api import NodeSet, SlurmCluster
+from kubeslurm.api.node_health import HEALTH_CHECK_PROGRAM
 from kubeslurm.render.config.templates import render_template
 from kubeslurm.render.errors import RenderError
 from kubeslurm.render.k8s import naming
@@ -50,6 +51,9 @@ OWNED_KEYS: dict[str, str] = {
     "PartitionName": "spec.partitions",
     "DownNodes": "the NodeSets",
     "Include": "nothing: one rendered file is the whole configuration",
+    "HealthCheckProgram": "spec.nodeHealth.check (siteScript runs your own check)",
+    "HealthCheckInterval": "spec.nodeHealth.check.intervalSeconds",
+    "HealthCheckNodeState": "spec.nodeHealth.check.nodeStates and cycle",
 }
 
 # Defaults that suit most clusters; spec.slurmConf may replace any of them.
@@ -172,6 +176,19 @@ def fair_share_active(cluster: SlurmCluster) -> bool:
     return cluster.spec.scheduling.fair_share.enabled and cluster.spec.accounting.enabled
 
 
+def health_check_settings(cluster: SlurmCluster) -> dict[str, str]:
+    """HealthCheckProgram and its schedule; none when spec.nodeHealth.check is off."""
+    check = cluster.spec.node_health.check
+    if not check.enabled:
+        return {}
+    states = [*check.node_states, *(["CYCLE"] if check.cycle else [])]
+    return {
+        "HealthCheckProgram": HEALTH_CHECK_PROGRAM,
+        "HealthCheckInterval": str(check.interval_seconds),
+        "HealthCheckNodeState": ",".join(states),
+    }
+
+
 def render_slurm_conf(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
     spec = cluster.spec
     by_name = {ns.metadata.name: ns for ns in node_sets}
@@ -205,6 +222,7 @@ def render_slurm_conf(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
         preempt_type=PREEMPT_TYPES[spec.scheduling.preemption],
         accounting_host=naming.accounting_address(cluster.metadata.name) if spec.accounting.enabled else None,
         topology_plugin=None if spec.topology is None else f"topology/{spec.topology.plugin}",
+        health_check=health_check_settings(cluster),
         tunables=_user_overrides(cluster, tunables),
         node_sets=[
             {"name": ns.metadata.name, "max_replicas": ns.spec.max_replicas}

@@ -18,9 +18,11 @@ default OnDelete strategy even an image change waits until the operator or an ad
 deletes the pod.
 """
 
+from collections.abc import Collection
 from copy import deepcopy
 
 from kubeslurm.api import NodeSet, SlurmCluster
+from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE
 from kubeslurm.render import slurm_pod
 from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
@@ -31,16 +33,23 @@ SLURMD_CONTAINER = "slurmd"
 SPOOL_DIR = "/var/spool/slurmd"
 SPOOL_VOLUME = "spool"
 SHM_VOLUME = "shm"
+SITE_CHECK_VOLUME = "health-site-check"
+AVOIDED_NODES_ANNOTATION = "kubeslurm.io/avoided-nodes"
 # The preStop hook (at most 20 s) and slurmd's own shutdown fit well within it.
 TERMINATION_GRACE_SECONDS = 120
 
 # Marking the node DOWN as its pod goes makes slurmctld requeue its jobs now rather
 # than after SlurmdTimeout; the pod comes back under the same name and
-# ReturnToService=2 makes it usable again once it registers. `|| true`: a stopping
-# pod must not hang on an unreachable slurmctld.
+# ReturnToService=2 makes it usable again once it registers. ReturnToService lifts the
+# DOWN only, never a DRAIN, so a drained node keeps its drain's reason through the DOWN
+# (Slurm wants a reason with it): whoever drained it, a person, the health check or the
+# operator replacing an unhealthy pod, still recognises the drain and lifts it, or not,
+# after the new pod registers. `|| true`: a stopping pod must not hang on an unreachable
+# slurmctld.
 PRE_STOP = (
-    'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN '
-    'Reason="kubeslurm: pod terminating" || true'
+    'reason=$(timeout 10 scontrol --oneliner show node "$POD_NAME" 2>/dev/null'
+    " | sed -n 's/.* State=[^ ]*DRAIN[^ ]* .* Reason=\\(.*\\) \\[[^]]*\\]$/\\1/p'); "
+    'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN Reason="${reason:-kubeslurm: pod terminating}" || true'
 )
 
 # `scontrol show slurmd` is an authenticated RPC to this pod's slurmd: it passes once
@@ -97,11 +106,32 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
             {"name": slurm_pod.SLURM_RUN_VOLUME, "mountPath": slurm_pod.SLURM_RUN},
             {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
             *slurm_pod.user_mounts(cluster, shared=True),
+            *([{"name": SITE_CHECK_VOLUME, "mountPath": SITE_CHECK_DIR, "readOnly": True}] if _site_script(cluster) else []),
         ],
     }
 
 
-def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers) -> dict:
+def _site_script(cluster: SlurmCluster):
+    check = cluster.spec.node_health.check
+    return check.site_script if check.enabled else None
+
+
+def _site_check_volumes(cluster: SlurmCluster) -> list[dict]:
+    """The site's health check script, executable, where kubeslurm-health-check looks for it.
+    Not optional: a pod whose ConfigMap is missing waits (and its NodeSet says why) rather
+    than run without the check the site asked for."""
+    script = _site_script(cluster)
+    if script is None:
+        return []
+    return [{
+        "name": SITE_CHECK_VOLUME,
+        "configMap": {"name": script.config_map, "items": [{"key": script.key, "path": SITE_CHECK_FILE}], "defaultMode": 0o555},
+    }]
+
+
+def slurmd_pod_template(
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, avoided_nodes: Collection[str] = ()
+) -> dict:
     """Our template with spec.podTemplate merged over it; the operator's labels always win.
 
     The template shares no mutable object with the NodeSet or this module (callers may
@@ -120,6 +150,7 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
             pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
             pods.empty_dir(SHM_VOLUME, medium="Memory"),
             *slurm_pod.user_volumes(cluster, shared=True),
+            *_site_check_volumes(cluster),
         ],
         termination_grace_seconds=TERMINATION_GRACE_SECONDS,
     )
@@ -134,11 +165,32 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
         template = merge_pod_template(template, spec.pod_template.overlay())
     # The StatefulSet selects pods by these labels and the operator finds them by them.
     template.setdefault("metadata", {}).setdefault("labels", {}).update(pod_labels)
+    if node_set.spec.replace_unhealthy:
+        # Always there with replaceUnhealthy, "" without avoided nodes: the apply step writes only
+        # when a desired field differs from the live object, and the exclusion leaving the
+        # template is no such field, but this value changing is.
+        template["metadata"].setdefault("annotations", {})[AVOIDED_NODES_ANNOTATION] = ",".join(sorted(avoided_nodes))
+    if avoided_nodes:
+        _avoid_nodes(template["spec"], sorted(avoided_nodes))
     return template
 
 
+def _avoid_nodes(pod_spec: dict, nodes: list[str]) -> None:
+    """Keep new pods off these Kubernetes nodes (replaceUnhealthy): a term that excludes them by
+    name is ANDed into every required node selector term (the terms are ORed), or is the only one."""
+    exclusion = {"key": "metadata.name", "operator": "NotIn", "values": nodes}
+    required = (pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+                .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}))
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        term["matchFields"] = [*term.get("matchFields", []), exclusion]
+
+
 def slurmd_stateful_set(
-    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None,
+    avoided_nodes: Collection[str] = (),
 ) -> dict:
     """`replicas` overrides spec.replicas while the operator drains the nodes a scale-down removes;
     `users`: the cluster's account users and their uids (slurm_pod.unix_users)."""
@@ -150,6 +202,6 @@ def slurmd_stateful_set(
         selector=labels.selector_labels(cluster.metadata.name, labels.SLURMD, name),
         service_name=naming.node_set_service(name),
         replicas=node_set.spec.replicas if replicas is None else replicas,
-        template=slurmd_pod_template(cluster, node_set, users=users),
+        template=slurmd_pod_template(cluster, node_set, users=users, avoided_nodes=avoided_nodes),
         update_strategy=node_set.spec.update_strategy.type,
     )
