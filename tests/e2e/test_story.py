@@ -166,16 +166,13 @@ def pod_ready(pod: dict | None) -> bool:
 @pytest.fixture(scope="module")
 def story(kube, operator):
     client, _local = kube
-    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
-    client.ensure_namespace(NAMESPACE)
-    documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
-    for document in documents:
-        document["metadata"]["namespace"] = NAMESPACE
+
+    def with_backup_controller(document):
         if document["kind"] == "SlurmCluster":
             # A backup slurmctld, so the failover chapter proves Slurm's own HA on the shared state
             # claim (ReadWriteMany). It requests no CPU: the 4 slurmd pods still fit.
             document["spec"]["controller"]["backup"] = True
-    client.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
+    deployment.apply_in_fresh_namespace(client, MANIFEST, NAMESPACE, with_backup_controller)
     deployment.wait_usable(client, NAMESPACE, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
     yield Story(client)
     client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)

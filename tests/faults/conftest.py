@@ -14,7 +14,6 @@ import re
 import time
 
 import pytest
-import yaml
 
 from testbed import deployment
 from testbed.deployment import ROOT
@@ -108,14 +107,11 @@ def pod_ready(pod: dict | None) -> bool:
 def slurm_cluster(kube, operator):  # noqa: F811 - the fixtures imported above
     """The SlurmCluster of the run, usable; deleted at the end."""
     client, _local = kube
-    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
-    client.ensure_namespace(NAMESPACE)
-    documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
-    for document in documents:
-        document["metadata"]["namespace"] = NAMESPACE
+
+    def two_cpu_nodes(document):
         if document["kind"] == "NodeSet" and document["metadata"]["name"] == "cpu":
             document["spec"]["replicas"] = CPU_NODES
-    client.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
+    deployment.apply_in_fresh_namespace(client, MANIFEST, NAMESPACE, two_cpu_nodes)
     deployment.wait_usable(client, NAMESPACE, CLUSTER, 900, report=lambda line: print(line, flush=True))
     yield client
     client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
