@@ -77,6 +77,9 @@ def test_slurmd_container_killed(bed, local_cluster):
         took("slurmd container killed -> the requeued job completed", time.monotonic() - t0)
     runs = bed.job_runs(requeue)
     assert len(runs) >= 2 and runs[-1] == "COMPLETED", runs
+    # The requeue hold (BeginTime = requeue + cred_expire + 1 s): the gap between the runs.
+    print("\nruns of the --requeue job (state, start, end):\n"
+          + bed.sh(f"sacct -n -X -P -D -j {requeue} -o State,Start,End"), flush=True)
     wait_for(lambda: bed.job_runs(once) and bed.job_runs(once)[-1] not in ("RUNNING", "PENDING", "REQUEUED"),
              120, f"the --no-requeue job {once} ended")
     once_runs = bed.job_runs(once)
