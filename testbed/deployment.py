@@ -63,6 +63,11 @@ def install_operator(kubeconfig: str, images: list[dict], *, local: bool, extra_
     # (images/build.py names tars by content) rolls the operator pod when its image changed.
     [operator] = [image for image in images if image["name"] == "operator"]
     image_id = Path(operator["path"]).stem.rsplit("-", 1)[-1]
+    # helm installs CRDs once and never upgrades them: a cluster that another checkout installed
+    # into keeps that checkout's CRDs (with their fields and defaults) unless they are applied
+    # here, as the chart's NOTES tell an admin to before an upgrade.
+    Kube(kubeconfig).run("apply", "--server-side", "--force-conflicts", "-f",
+                         str(ROOT / "charts/kubeslurm-operator/crds/"))
     subprocess.run([helm_binary(), "upgrade", "--install", OPERATOR_RELEASE, str(ROOT / "charts/kubeslurm-operator"),
                     "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
                     "--set", f"image.pullPolicy={pull}", "--set", "logFormat=plain",
