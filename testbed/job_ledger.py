@@ -9,6 +9,9 @@ database (the record a site trusts, `sacct -D`: every run of every job) for each
 - lost: anything else once the ledger is settled (never in sacct, or a last run that is not
   COMPLETED), plus jobs in sacct that nobody submitted (they would hide a renumbering).
 
+A job a test expects to end otherwise (a --no-requeue job on a node that fails: Slurm ends it
+NODE_FAIL) is recorded with must_complete=False: known to the ledger, checked by the test itself.
+
 An array job is recorded by its id; its tasks (ID_N in sacct) count as its runs, and it is
 completed when every task's last run is.
 
@@ -72,6 +75,7 @@ class JobLedger:
         # sacct -S takes local time without a zone; the Slurm pods run in UTC.
         self.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
         self._jobs: list[str] = []
+        self._others: list[str] = []  # recorded with must_complete=False
         self._lock = threading.Lock()
 
     @property
@@ -79,19 +83,20 @@ class JobLedger:
         with self._lock:
             return list(self._jobs)
 
-    def record(self, job: str) -> str:
+    def record(self, job: str, must_complete: bool = True) -> str:
         job = job.strip()
         if not job.split("_")[0].isdigit():
             raise ValueError(f"not a Slurm job id: {job!r}")
         with self._lock:
-            self._jobs.append(job)
+            (self._jobs if must_complete else self._others).append(job)
         return job
 
-    def sbatch(self, args: str, user: str | None = None, *, run_as: Callable[[str, str], str] | None = None) -> str:
+    def sbatch(self, args: str, user: str | None = None, *, run_as: Callable[[str, str], str] | None = None,
+               must_complete: bool = True) -> str:
         """`sbatch --parsable ARGS` through sh (or run_as(script, user)); the job recorded."""
         script = f"sbatch --parsable {args}"
         out = run_as(script, user) if run_as else self.sh(script)
-        return self.record(out.strip().splitlines()[-1].split(";")[0])
+        return self.record(out.strip().splitlines()[-1].split(";")[0], must_complete)
 
     # -- what sacct says ---------------------------------------------------------
 
@@ -103,7 +108,9 @@ class JobLedger:
         return outcomes_of(self.submitted, self.sacct_runs())
 
     def summary(self) -> Summary:
-        return summarize(self.submitted, self.sacct_runs())
+        with self._lock:
+            others = list(self._others)
+        return summarize(self.submitted, self.sacct_runs(), others)
 
     def settle(self, timeout: float, interval: float = 5) -> Summary:
         """Waits until every recorded job has a final state in sacct (a failed command counts as
@@ -189,9 +196,10 @@ def outcomes_of(submitted: list[str], runs: dict[str, list[str]]) -> dict[str, O
     return result
 
 
-def summarize(submitted: list[str], runs: dict[str, list[str]]) -> Summary:
+def summarize(submitted: list[str], runs: dict[str, list[str]], others: list[str] = ()) -> Summary:
+    """others: jobs recorded with must_complete=False (neither lost nor unexpected)."""
     outcomes = outcomes_of(submitted, runs)
-    mine = set(submitted)
+    mine = set(submitted) | set(others)
     return Summary(
         submitted=len(outcomes),
         completed=sum(1 for o in outcomes.values() if o.final == "COMPLETED"),

@@ -45,9 +45,10 @@ class Bed:
             raise AssertionError(f"{user or 'root'}$ {script}\nexit {result.returncode}\n{result.stdout}\n{result.stderr}")
         return result.stdout
 
-    def sbatch(self, args: str, user: str = "alice") -> str:
+    def sbatch(self, args: str, user: str = "alice", must_complete: bool = True) -> str:
         """sbatch as a researcher, the job recorded in the ledger."""
-        return self.ledger.sbatch(f"-o /dev/null {args}", user, run_as=lambda script, u: self.sh(script, u, timeout=60))
+        return self.ledger.sbatch(f"-o /dev/null {args}", user, run_as=lambda script, u: self.sh(script, u, timeout=60),
+                                  must_complete=must_complete)
 
     def pod(self, name: str, namespace: str = NAMESPACE) -> dict | None:
         return self.kube.get("pod", name, "-n", namespace)

@@ -51,6 +51,11 @@ def test_jobs_in_sacct_that_nobody_submitted_are_named():
         "in sacct but never submitted: 999")
 
 
+def test_a_job_not_bound_to_complete_is_neither_lost_nor_unexpected():
+    summary = summarize(["101"], parse_runs(SACCT), others=["103", "104", "105", "106", "102", "999"])
+    assert (summary.submitted, summary.lost, summary.unexpected) == (1, [], [])
+
+
 def test_record_takes_only_job_ids():
     ledger = JobLedger(sh=lambda script: "")
     assert ledger.record(" 42\n") == "42"
