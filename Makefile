@@ -39,7 +39,19 @@ test-cluster: venv cluster-deps
 test-e2e: venv cluster-deps
 	$(PYTEST) -m e2e tests/e2e
 
-.PHONY: test-cluster test-e2e cluster-up cluster-down cluster-status cluster-deps
+## tier 7: the fault matrix (tests/faults): one fault per test under a stream of jobs, none lost (~N min)
+test-faults: venv cluster-deps
+	$(PYTEST) -m faults tests/faults
+
+## item 9 of the fault matrix: mixed jobs under a random fault every few minutes; prints the ledger
+## summary. SOAK_MINUTES=120 make soak for longer; SOAK_FAULT_EVERY (s), SOAK_SEED repeat a run.
+SOAK_MINUTES ?= 30
+SOAK_FAULT_EVERY ?= 240
+soak: venv cluster-deps
+	KUBESLURM_SOAK_MINUTES=$(SOAK_MINUTES) KUBESLURM_SOAK_FAULT_EVERY=$(SOAK_FAULT_EVERY) \
+	  $(if $(SOAK_SEED),KUBESLURM_SOAK_SEED=$(SOAK_SEED)) $(PYTEST) -m soak -s tests/faults/test_soak.py
+
+.PHONY: test-cluster test-e2e test-faults soak cluster-up cluster-down cluster-status cluster-deps
 ## a local Kubernetes cluster on this machine (root); prints the kubeconfig path. Idempotent.
 cluster-up: venv cluster-deps
 	$(PY) -m testbed.local_cluster up

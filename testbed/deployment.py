@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from testbed import REPO
 from testbed.helm import build_helm
 from testbed.kubectl import Kube
@@ -86,6 +88,22 @@ def operator_release_exists(kubeconfig: str) -> bool:
     result = subprocess.run([helm_binary(), "status", OPERATOR_RELEASE, "--namespace", OPERATOR_NAMESPACE],
                             text=True, capture_output=True, env=dict(os.environ, KUBECONFIG=kubeconfig))
     return result.returncode == 0
+
+
+# -- a SlurmCluster applied in a namespace of its own --------------------------------
+
+
+def apply_in_fresh_namespace(kube: Kube, manifest: Path, namespace: str,
+                             adjust: Callable[[dict], None] = lambda document: None) -> None:
+    """The namespace deleted (what a previous run left) and made again, and the manifest's
+    documents applied in it, each first passed to adjust (a test's changes to the example)."""
+    kube.run("delete", "namespace", namespace, "--ignore-not-found", "--timeout=300s")
+    kube.ensure_namespace(namespace)
+    documents = [d for d in yaml.safe_load_all(Path(manifest).read_text()) if d]
+    for document in documents:
+        document["metadata"]["namespace"] = namespace
+        adjust(document)
+    kube.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
 
 
 # -- a SlurmCluster becoming usable -------------------------------------------------

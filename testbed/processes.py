@@ -222,6 +222,11 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def argv_of(pid: int) -> list[str]:
+    """A running process's command line, argument by argument (to start it again the same way)."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
 def comm(pid: int) -> str:
     """The kernel's name of the process (cut at 15 characters)."""
     try:

@@ -1,5 +1,5 @@
-"""`python -m testbed.local_cluster up|down|status|load` (make cluster-up / cluster-down /
-cluster-status): the local cluster's command line."""
+"""`python -m testbed.local_cluster up|down|status|load|power-off|power-on` (make cluster-up /
+cluster-down / cluster-status): the local cluster's command line."""
 
 from __future__ import annotations
 
@@ -37,8 +37,10 @@ def existing_kubeconfig_cluster() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed.local_cluster",
                                      description="kubeslurm's local Kubernetes cluster")
-    parser.add_argument("command", choices=("up", "down", "status", "load"))
-    parser.add_argument("tars", nargs="*", type=Path, help="load: docker-archive tars to import on every node")
+    parser.add_argument("command", choices=("up", "down", "status", "load", "power-off", "power-on"))
+    parser.add_argument("targets", nargs="*", metavar="TAR|NODE",
+                        help="load: docker-archive tars to import on every node; "
+                             "power-off, power-on: node names (kubeslurm-N)")
     parser.add_argument("--nodes", type=int, default=int(os.environ.get("KUBESLURM_CLUSTER_NODES", "1")))
     parser.add_argument("--gpus", type=int, default=int(os.environ.get("KUBESLURM_CLUSTER_GPUS", str(DEFAULT_GPUS))),
                         help="fake GPUs per node (nvidia.com/gpu)")
@@ -55,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             cluster.down()
         elif args.command == "load":
-            cluster.load_images(args.tars)
+            cluster.load_images([Path(t) for t in args.targets])
+        elif args.command in ("power-off", "power-on"):
+            if not args.targets:
+                parser.error(f"{args.command}: name the node(s), e.g. kubeslurm-4")
+            for name in args.targets:
+                (cluster.power_off if args.command == "power-off" else cluster.power_on)(name)
         else:
             return print_status(cluster.status(), as_json=args.json)
     except (ClusterError, ControlPlaneError, BinaryBuildError, ImageBuildError, KubectlError, SpawnError,

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import string
 import subprocess
 import time
@@ -40,7 +41,7 @@ from testbed.local_cluster.layout import (
     Node,
 )
 from testbed.local_cluster.node import NodeStarter
-from testbed.processes import Supervisor, log_tails, pids_with, rss
+from testbed.processes import Supervisor, argv_of, log_tails, pids_with, rss
 from testbed.waiting import wait_for
 
 
@@ -185,6 +186,75 @@ class LocalCluster:
         self.supervisor.update(powered_off=sorted(set(state.get("powered_off", [])) | {name}))
         self._say(f"{name}: powered off")
 
+    def power_on(self, name: str, timeout: float = 180) -> None:
+        """Gives back a node that power_off took, as when the machine boots again: its
+        containerd, kubelet, kube-proxy and GPU plugin start anew from their files, the kubelet
+        registers its Node (again, if it was deleted meanwhile) and removes the dead pods'
+        sandboxes; returns once the Node is Ready with its GPUs. A node that is on: nothing."""
+        with host.exclusive():
+            state = self.supervisor.load()
+            if name not in state.get("nodes", []):
+                raise ClusterError(f"no node {name} in this cluster (nodes: {', '.join(state.get('nodes', []))})")
+            if name not in state.get("powered_off", []):
+                self._say(f"{name}: already on")
+                return
+            if not self.is_healthy():
+                raise ClusterError("the cluster is not up: make cluster-up")
+            node = Node.named(name)
+            # The dead daemons' records go; the new ones are recorded as they start.
+            self.supervisor.stop(node=name, grace=0)
+            self.bin_dir = Path(state["bin_dir"])
+            self.tools = system_images.build_all()
+            self.gpus_per_node = state.get("gpus_per_node", self.gpus_per_node)
+            NodeStarter(self._control_plane(), self.supervisor, self.bin_dir, self.tools,
+                        self.gpus_per_node).start(node)
+            self.supervisor.update(powered_off=[n for n in state.get("powered_off", []) if n != name])
+        self._wait_nodes_ready(timeout, names={name})
+        self._say(f"{name}: powered on, Ready")
+
+    def kill_container(self, container_id: str) -> int:
+        """A container's main process SIGKILLed on its machine, as a crash or the OOM killer does:
+        the pod stays, its kubelet restarts the container in place. container_id: the pod's
+        status.containerStatuses[].containerID (containerd://ID). Returns the PID killed."""
+        wanted = container_id.split("://")[-1]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                if wanted not in (entry / "cgroup").read_text():
+                    continue
+                ns_pids = next(line.split()[1:] for line in (entry / "status").read_text().splitlines()
+                               if line.startswith("NSpid:"))
+                if ns_pids[-1] == "1":  # the container's own PID 1: its main process
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    self._say(f"container {wanted[:12]}: main process {entry.name} killed")
+                    return int(entry.name)
+        raise ClusterError(f"no process of container {wanted} on this machine")
+
+    @contextlib.contextmanager
+    def api_server_stopped(self, timeout: float = 120):
+        """etcd and kube-apiserver stopped (SIGTERM, as when the control-plane machine goes down)
+        for the block, then started again with the same command lines, data and certificates;
+        returns once /readyz answers. Kubelets, containers and what runs in them go on meanwhile."""
+        names = ("etcd", "kube-apiserver")
+        with host.exclusive():
+            stopped = [(p, argv_of(p.pid), os.readlink(f"/proc/{p.pid}/cwd"))
+                       for p in self.supervisor.processes() if p.name in names and self.supervisor.alive(p)]
+            if [p.name for p, _, _ in stopped] != list(names):
+                raise ClusterError(f"etcd and kube-apiserver are not both running: {[p.name for p, _, _ in stopped]}")
+            self.supervisor.stop(only=names, grace=30)
+            self._say("etcd and kube-apiserver stopped")
+        try:
+            yield
+        finally:
+            with host.exclusive():
+                for p, argv, cwd in stopped:  # etcd first, as they were started
+                    self.supervisor.spawn(p.name, argv, marker=p.marker, log=Path(p.log) if p.log else None,
+                                          cwd=cwd, check_started=0.2)
+            wait_for(lambda: self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0,
+                     timeout, "kube-apiserver /readyz after its restart", error=ClusterError)
+            self._say("etcd and kube-apiserver started again")
+
     def status(self) -> dict:
         state = self.supervisor.load()
         procs = []
@@ -225,7 +295,15 @@ class LocalCluster:
     # -- starting ----------------------------------------------------------------
 
     def _start_control_plane(self) -> ControlPlane:
-        cp = ControlPlane(
+        cp = self._control_plane()
+        cp.start()
+        shutil.copy(cp.kubeconfig_path, self.kubeconfig_path)
+        self.kubeconfig_path.chmod(0o600)
+        return cp
+
+    def _control_plane(self) -> ControlPlane:
+        """The cluster's control plane, started or not (a node powered on again signs with its CA)."""
+        return ControlPlane(
             CONTROL_PLANE_DIR,
             self.bin_dir,
             service_cluster_ip_range=SERVICE_CIDR,
@@ -248,13 +326,9 @@ class LocalCluster:
             ],
             extra_controller_manager_args=["--enable-hostpath-provisioner=true"],
         )
-        cp.start()
-        shutil.copy(cp.kubeconfig_path, self.kubeconfig_path)
-        self.kubeconfig_path.chmod(0o600)
-        return cp
 
-    def _wait_nodes_ready(self, timeout: float = 120) -> None:
-        names = {n.name for n in self.nodes}
+    def _wait_nodes_ready(self, timeout: float = 120, names: set[str] | None = None) -> None:
+        names = names or {n.name for n in self.nodes}
 
         def ready() -> bool:
             out = self.kubectl("get", "nodes", "-o", "json", check=False)
@@ -269,7 +343,7 @@ class LocalCluster:
             return names <= ok
 
         wait_for(ready, timeout, "nodes Ready with their fake GPUs", error=ClusterError,
-                 details=lambda: log_tails(*(n.log("kubelet") for n in self.nodes)))
+                 details=lambda: log_tails(*(Node.named(n).log("kubelet") for n in sorted(names))))
 
     def _apply_addons(self) -> None:
         coredns = string.Template((HERE / "addons" / "coredns.yaml").read_text()).substitute(

@@ -137,6 +137,8 @@ def _prepare_kubelet_root(node: Node) -> None:
         raise ClusterError(f"{root} holds another kubelet's data; not touching it")
     root.mkdir(parents=True, exist_ok=True)
     (root / ".kubeslurm-cluster").write_text("made by kubeslurm's local cluster; removed by `make cluster-down`\n")
+    if str(root) in host.mountpoints():
+        return  # a node powered on again: its shared mount outlived the power cut
     # Volume mounts made by the kubelet must propagate into containers; the
     # host's / is private here, so the kubelet root becomes its own shared mount.
     host.run(["mount", "--bind", str(root), str(root)])

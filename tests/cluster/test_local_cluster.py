@@ -283,3 +283,29 @@ def test_pod_from_the_kubeslurm_slurm_image_runs(cluster, namespace):
     for program in ("slurmdbd", "sackd", "sbatch", "srun", "sacct", "sacctmgr"):
         assert re.search(rf"^/usr/s?bin/{program}$", out, re.M), (program, out)
     assert "uid=64030(slurm)" in out, out
+
+
+def test_a_node_powered_off_and_deleted_comes_back_with_power_on(cluster, namespace):
+    """What the e2e story's lost-node chapter does to a node (power cut, then the Node object
+    deleted as a cloud's node controller would), and power_on giving it back: the kubelet
+    registers the Node again, Ready with its GPUs, and runs pods, so the suite goes on with
+    every node."""
+    from testbed.local_cluster import LocalCluster
+
+    lc = LocalCluster(verbose=False)
+    name = cluster.supervisor.load()["nodes"][-1]
+    lc.power_off(name)
+    try:
+        cluster.kubectl("delete", "node", name, "--timeout=60s")
+    finally:
+        lc.power_on(name)
+    node = json.loads(cluster.kubectl("get", "node", name, "-o", "json").stdout)
+    assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == str(DEFAULT_GPUS)
+    assert name not in cluster.supervisor.load().get("powered_off", [])
+    apply(cluster, namespace, pod("after-power-on", "ls /dev | grep -c '^nvidia[0-9]'",
+                                  nodeSelector={"kubernetes.io/hostname": name},
+                                  container={"resources": {"limits": {"nvidia.com/gpu": "1"}}}))
+    wait_pod(cluster, namespace, "after-power-on", "Succeeded", timeout=120)
+    assert cluster.kubectl("-n", namespace, "logs", "after-power-on").stdout.split() == ["1"]
+    assert cluster.is_healthy()

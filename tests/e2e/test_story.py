@@ -28,6 +28,7 @@ from kubeslurm.reconcile.slurm_control import parse_node_line
 from kubeslurm.reconcile.ssh_host_key import public_host_key
 from testbed import deployment
 from testbed.deployment import ROOT, DeploymentError
+from testbed.job_ledger import JobLedger
 from testbed.kubectl import Kube, KubectlError
 from testbed.waiting import WaitTimeout
 from testbed.waiting import wait_for as poll
@@ -49,8 +50,9 @@ class Story:
 
     def __init__(self, kube: Kube):
         self.kube = kube
-        self.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-        self.submitted: list[str] = []
+        # Every job of the story, and what sacct says became of it (the fault tests keep the same).
+        self.ledger = JobLedger(self.sh)
+        self.started = self.ledger.started
 
     def sh(self, script: str, user: str | None = None, check: bool = True) -> str:
         # runuser, not su: the accounts' users have no password, and su's PAM account check refuses them.
@@ -68,19 +70,15 @@ class Story:
 
     def sbatch_to(self, args: str, user: str = "alice") -> str:
         """sbatch whose output the caller chose (args holds -o), the job recorded like sbatch's."""
-        job = self.sh(f"sbatch --parsable {args}", user=user).strip().splitlines()[-1]
-        self.submitted.append(job)
-        return job
+        return self.ledger.sbatch(args, user, run_as=self.sh)
 
     def sbatch(self, args: str, user: str = "alice") -> str:
-        job = self.sh(f"sbatch --parsable -o /dev/null {args}", user=user).strip().splitlines()[-1]
-        self.submitted.append(job)
-        return job
+        return self.ledger.sbatch(f"-o /dev/null {args}", user, run_as=self.sh)
 
     def srun(self, args: str, user: str = "alice") -> str:
         """srun as user; the job's id is recorded (srun prints it first with --verbose, so ask Slurm)."""
         out = self.sh(f"srun {args} bash -c 'echo JOB=$SLURM_JOB_ID; {{ {SRUN_BODY}; }}'", user=user)
-        self.submitted.append(re.search(r"^JOB=(\d+)$", out, re.M).group(1))
+        self.ledger.record(re.search(r"^JOB=(\d+)$", out, re.M).group(1))
         return out
 
     def nodes(self) -> dict[str, dict]:
@@ -188,11 +186,8 @@ def pod_ready(pod: dict | None) -> bool:
 @pytest.fixture(scope="module")
 def story(kube, operator):
     client, _local = kube
-    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
-    client.ensure_namespace(NAMESPACE)
-    documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
-    for document in documents:
-        document["metadata"]["namespace"] = NAMESPACE
+
+    def with_backup_controller(document):
         if document["kind"] == "SlurmCluster":
             # A backup slurmctld, so the failover chapter proves Slurm's own HA on the shared state
             # claim (ReadWriteMany). It requests no CPU: the 4 slurmd pods still fit.
@@ -201,7 +196,8 @@ def story(kube, operator):
             document["spec"]["nodeHealth"] = {"check": {"intervalSeconds": 10}, "drainOnNodeConditions": [{"type": "GPUProblem"}]}
         if document["kind"] == "NodeSet" and document["metadata"]["name"] == "h100":
             document["spec"]["replaceUnhealthy"] = True
-    client.apply("\n---\n".join(yaml.safe_dump(d) for d in documents))
+
+    deployment.apply_in_fresh_namespace(client, MANIFEST, NAMESPACE, with_backup_controller)
     deployment.wait_usable(client, NAMESPACE, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
     yield Story(client)
     client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
@@ -296,7 +292,7 @@ def test_an_mpi_job_reduces_across_slurmd_pods(story):
     ranks = sorted(re.findall(r"^rank=(\d) size=3 host=(\S+) sum=6 job=(\d+)$", out, re.M))
     assert [rank for rank, _, _ in ranks] == ["0", "1", "2"], out
     assert sorted(host for _, host, _ in ranks) == ["cpu-0", "cpu-1", "cpu-2"], out
-    story.submitted.append(ranks[0][2])
+    story.ledger.record(ranks[0][2])
 
 
 # -- shared storage: one home on the login pod and every node ----------------------------
@@ -395,7 +391,7 @@ def test_a_researcher_logs_in_with_ssh_as_herself_and_submits(story, tmp_path):
     job = ssh.run("alice", alice_key, "sbatch --parsable --wait -p cpu -o ~/ssh-%j.out --wrap 'id -un'")
     assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip().splitlines()[-1]
-    story.submitted.append(job_id)
+    story.ledger.record(job_id)
     listed = ssh.run("alice", alice_key, f"cat ~/ssh-{job_id}.out; squeue -h -u alice; sacct -n -X -j {job_id} -o User,State -P")
     assert listed.stdout.split() == ["alice", "alice|COMPLETED"], listed.stdout + listed.stderr
     # refused: a key nobody registered, root (even with a registered key), a password, a user without keys
@@ -450,7 +446,8 @@ def test_submitit_runs_a_function_and_an_array_on_the_nodes_from_the_login_pod(s
     single = re.search(r"^single (\d+) \(49, '(cpu-\d)'\)$", out, re.M)
     array = re.search(r"^array (\S+) (\S+) (\S+) \[1, 4, 9\] \[(.*)\]$", out, re.M)
     assert single and array, out
-    story.submitted += [single.group(1), *array.group(1, 2, 3)]
+    for job in (single.group(1), *array.group(1, 2, 3)):
+        story.ledger.record(job)
 
 
 # -- accounting: sacct and fair-share ------------------------------------------------
@@ -460,7 +457,7 @@ def test_sacct_and_sshare_account_for_the_jobs(story):
     rows = [line.split("|") for line in story.sh(
         f"sacct -a -n -X -P -S {story.started} -o JobID,User,Account,AllocTRES,State").split("\n") if line]
     by_id = {row[0]: row for row in rows}
-    gpu_job = story.submitted[0]
+    gpu_job = story.ledger.submitted[0]
     assert by_id[gpu_job][1:3] == ["alice", "vision"], by_id.get(gpu_job)
     assert "gres/gpu=2" in by_id[gpu_job][3], by_id[gpu_job]
     assert {row[2] for row in rows if row[1] == "bob"} == {"nlp"}, rows
@@ -595,7 +592,7 @@ def test_controller_pod_deleted_no_job_lost(story):
     running = story.sbatch("-p cpu -N3 --wrap 'sleep 60'")
     story.wait_running(running)
     queued = [story.sbatch("-p cpu --wrap 'sleep 2'") for _ in range(3)]
-    before = job_ledger(story)
+    before = squeue_states(story)
     assert before.get(running) == "RUNNING" and all(before.get(j) == "PENDING" for j in queued), before
 
     kube.run("taint", "nodes", "--all", "--overwrite", f"{HOLD_TAINT}=true:NoSchedule")
@@ -672,7 +669,7 @@ def controller_boot_time(story) -> str:
     return match.group(1) if match else ""
 
 
-def job_ledger(story) -> dict[str, str]:
+def squeue_states(story) -> dict[str, str]:
     """squeue: job id -> state."""
     return dict(line.split() for line in story.sh("squeue -h -o '%i %T'").splitlines() if line.strip())
 
@@ -746,10 +743,11 @@ def test_lost_node_its_slurmd_pod_returns_on_another_and_the_job_completes(story
     lost = story.pod(slurmd)["spec"]["nodeName"]
     print(f"\npowering off {lost}, which runs {pods_on(lost)}", flush=True)
     LocalCluster().power_off(lost)
-    # What a cloud provider's node controller does once the machine is gone: the Node object goes,
-    # and the pod garbage collector deletes the pods bound to it, so the StatefulSet makes the pod anew.
-    client.run("delete", "node", lost)
     try:
+        # What a cloud provider's node controller does once the machine is gone: the Node object goes,
+        # and the pod garbage collector deletes the pods bound to it, so the StatefulSet makes the pod anew.
+        client.run("delete", "node", lost)
+
         def requeued():
             out = story.sh(f"scontrol show job {job} --oneliner", check=False)
             restarts = re.search(r"Restarts=(\d+)", out)
@@ -763,12 +761,17 @@ def test_lost_node_its_slurmd_pod_returns_on_another_and_the_job_completes(story
         wait_for(moved, 300, f"{slurmd} Ready on a node other than {lost}")
         story.wait_nodes({slurmd}, USABLE, 180, f"{slurmd} usable again in sinfo")
         story.wait_jobs([job], timeout=REQUEUE_TIMEOUT)
+        events = story.kube.run("get", "events", "-n", NAMESPACE, "--field-selector", "reason=SlurmdLost",
+                                "-o", "jsonpath={.items[*].message}").stdout
+        assert f"{slurmd} marked DOWN" in events, events
     except AssertionError:
         _print_lost_node_diagnostics(story, job, slurmd)
         raise
-    events = story.kube.run("get", "events", "-n", NAMESPACE, "--field-selector", "reason=SlurmdLost",
-                            "-o", "jsonpath={.items[*].message}").stdout
-    assert f"{slurmd} marked DOWN" in events, events
+    finally:
+        # The machine boots again: its kubelet registers the Node anew, and the cluster goes on
+        # with all its nodes (the chapters after this one, and the next run, need them).
+        LocalCluster().power_on(lost)
+    print(f"{lost} powered on and Ready again", flush=True)
 
 
 def _print_lost_node_diagnostics(story, job: str, slurmd: str) -> None:
@@ -850,14 +853,9 @@ def test_moving_the_database_outside_and_back_keeps_the_accounting_history(story
 
 def test_every_submitted_job_completed(story):
     # slurmdbd may be on its way back from the lost node: self-healing, not a manual step.
-    out = wait_for(lambda: (True, story.sh(f"sacct -a -n -X -P -S {story.started} -o JobID,State")),
-                   180, "sacct answers")
-    rows = [line.split("|") for line in out.split("\n") if line]
-    final = dict(rows)  # without -D, sacct shows each job's last run
-    print(f"jobs submitted in the story: {len(story.submitted)}; COMPLETED in sacct: "
-          f"{sum(1 for j in story.submitted if final.get(j) == 'COMPLETED')}", flush=True)
-    assert set(final) == set(story.submitted), (sorted(final), sorted(story.submitted))
-    assert {j: s for j, s in final.items() if s != "COMPLETED"} == {}
+    summary = story.ledger.settle(180)
+    print(summary.line("the story"), flush=True)
+    assert summary.lost == [] and summary.unexpected == [], summary.line("the story")
 
 
 # -- 8. delete the SlurmCluster --------------------------------------------------------

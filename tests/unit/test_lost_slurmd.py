@@ -11,11 +11,13 @@ BEFORE = "2026-05-28T20:26:00Z"  # T0 - 40 s
 AFTER = "2026-05-28T20:27:30Z"  # T0 + 50 s
 
 
-def pod(name, node="k1", created=BEFORE, ready=True):
+def pod(name, node="k1", created=BEFORE, ready=True, slurmd_started=BEFORE):
+    running = {"running": {"startedAt": slurmd_started}} if slurmd_started else {"waiting": {"reason": "CrashLoopBackOff"}}
     return {
         "metadata": {"name": name, "creationTimestamp": created},
         "spec": {"nodeName": node},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                   "containerStatuses": [{"name": "slurmd", "state": running}]},
     }
 
 
@@ -44,6 +46,12 @@ def slurm(name, *states, reason=""):
         # a new pod under the same name, created after the job started: the job is not in it
         ([pod("cpu-1", created=AFTER)], slurm("cpu-1"), [job(["cpu-1"])],
          {"cpu-1": "slurmd pod lost: pod cpu-1 was replaced after jobs 7 started on it"}),
+        # the same pod, but its slurmd container restarted (a crash, the OOM killer) after the job started:
+        # the job's steps died with the container
+        ([pod("cpu-1", slurmd_started=AFTER)], slurm("cpu-1"), [job(["cpu-1"])],
+         {"cpu-1": "slurmd pod lost: slurmd of pod cpu-1 restarted after jobs 7 started on it"}),
+        # a container that is not running (yet) proves nothing by itself
+        ([pod("cpu-1", slurmd_started=None)], slurm("cpu-1"), [job(["cpu-1"])], {}),
         # a multi-node job counts on each of its nodes
         ([pod("cpu-0"), pod("cpu-1", created=AFTER)], {**slurm("cpu-0"), **slurm("cpu-1")}, [job(["cpu-0", "cpu-1"])],
          {"cpu-1": "slurmd pod lost: pod cpu-1 was replaced after jobs 7 started on it"}),

@@ -9,7 +9,11 @@ until Slurm gives up on them many minutes later. The operator sees what Slurm ca
 
 - the pod is gone while Slurm has jobs on its node;
 - the pod is bound to a Kubernetes node that no longer exists;
-- the pod was created after a job on its node started: that job cannot be in it.
+- the pod was created after a job on its node started: that job cannot be in it;
+- the pod's slurmd container (re)started after a job on its node started: the container
+  crashed or was OOM-killed and the kubelet restarted it in place, and the job's steps died
+  with it (they run in the container's PID namespace). The new slurmd registers without
+  them, and slurmctld, seeing no reboot, would count them RUNNING until their time limit.
 
 Each marks the Slurm node DOWN with a reason starting `kubeslurm: slurmd pod lost`, so
 Slurm requeues (or ends, per the job's --requeue) its jobs now. Kubernetes' word that a
@@ -36,9 +40,21 @@ from .slurm_control import OPERATOR_REASON_PREFIX, SlurmJob, SlurmNode, jobs_hol
 LOST_REASON = "slurmd pod lost"
 
 
+SLURMD_CONTAINER = "slurmd"
+
+
 def _created(pod: dict) -> float | None:
     stamp = pod["metadata"].get("creationTimestamp")
     return datetime.fromisoformat(stamp).timestamp() if stamp else None
+
+
+def _slurmd_started(pod: dict) -> float | None:
+    """When the pod's running slurmd container started (None: not running, or unknown)."""
+    for status in pod.get("status", {}).get("containerStatuses", []):
+        if status.get("name") == SLURMD_CONTAINER:
+            stamp = status.get("state", {}).get("running", {}).get("startedAt")
+            return datetime.fromisoformat(stamp).timestamp() if stamp else None
+    return None
 
 
 def why_lost(name: str, pod: dict | None, k8s_nodes: dict[str, dict], jobs: list[SlurmJob]) -> str | None:
@@ -55,6 +71,10 @@ def why_lost(name: str, pod: dict | None, k8s_nodes: dict[str, dict], jobs: list
     older = [job.id for job in jobs if job.start is not None and created is not None and job.start < created]
     if older:
         return f"{LOST_REASON}: pod {name} was replaced after jobs {','.join(older)} started on it"
+    started = _slurmd_started(pod)
+    older = [job.id for job in jobs if job.start is not None and started is not None and job.start < started]
+    if older:
+        return f"{LOST_REASON}: slurmd of pod {name} restarted after jobs {','.join(older)} started on it"
     return None
 
 

@@ -11,6 +11,7 @@ behaviour is the one Slurm admins know. The price is the `pods/exec` permission.
 import re
 import shlex
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -286,12 +287,31 @@ def job_counts(jobs: list[SlurmJob]) -> tuple[int, int]:
     return sum(1 for j in jobs if j.state == "RUNNING"), sum(1 for j in jobs if j.state == "PENDING")
 
 
+_EXEC_CLIENTS = threading.local()
+
+
+def exec_api_client(api_client):
+    """An ApiClient for exec only, one per thread. kubernetes.stream.stream() swaps its client's
+    request method for a websocket one while an exec runs: every other call made on that client
+    meanwhile (another cluster's reconcile in another thread) goes out as a websocket upgrade and
+    fails with "Handshake status 200 OK"; two execs at once can leave the swap in place for good.
+    Seen with two SlurmClusters in one operator (the fault tier)."""
+    from kubernetes import client
+
+    mine = getattr(_EXEC_CLIENTS, "clients", None)
+    if mine is None:
+        mine = _EXEC_CLIENTS.clients = {}
+    if id(api_client) not in mine:
+        mine[id(api_client)] = client.ApiClient(api_client.configuration)
+    return mine[id(api_client)]
+
+
 def pod_exec_runner(api_client, namespace: str, pod: str, container: str) -> Callable:
     """A CommandRunner that executes inside a pod (the slurmctld container)."""
     from kubernetes import client
     from kubernetes.stream import stream
 
-    core = client.CoreV1Api(api_client)
+    core = client.CoreV1Api(exec_api_client(api_client))
 
     def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
         response = stream(

@@ -1,0 +1,201 @@
+"""The fault matrix (issue 17): each test injects one fault a site will meet while a stream of jobs
+runs, and ends when every job the test submitted is in a final state in sacct: none lost. The
+cheap faults first. Each prints how long recovery took (measured, for the README's "Failure
+behaviour" table) and the ledger's one-line summary.
+
+Numbers refer to the issue's matrix: 6 a slurmd container killed, 3 MariaDB and slurmdbd pods
+deleted, 1 the operator killed mid-scale-down and mid-reconcile, 4 the API server and etcd stopped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+import pytest
+
+from testbed import deployment
+from testbed.job_ledger import JobStream
+from testbed.waiting import wait_for
+from tests.faults.conftest import CLUSTER, CONTROLLER, NAMESPACE, operator_pod, pod_ready
+from tests.faults.injectors import kill_operator
+
+pytestmark = pytest.mark.faults
+
+# The stream: short jobs on whichever node is free (the GPU node takes CPU jobs too).
+STREAM = ["-p gpu,cpu --wrap 'sleep 3'", "-p cpu,gpu --wrap 'sleep 5'"]
+
+
+def took(what: str, seconds: float) -> None:
+    print(f"\n{what}: {seconds:.0f} s", flush=True)
+
+
+# -- before any fault: slurmdbd's first start on the fresh database of this run --------------
+
+
+def test_slurmdbd_first_start_on_a_fresh_database(bed):
+    """The SlurmCluster of this run was made in a fresh namespace, so MariaDB initialised an empty
+    claim and slurmdbd met that database first: it started once (no restart by its startup probe)
+    and sacct answers. slurmdbd 24.11 dies in _check_mysql_concat_is_sane (5027) only when it
+    has to create its database itself (see images/mariadb/entrypoint.sh); the entrypoint makes it first."""
+    pod = bed.pod(f"{CLUSTER}-accounting-0")
+    assert bed.restarts(pod["metadata"]["name"], "slurmdbd") == 0, deployment.pods_summary(bed.kube, NAMESPACE)
+    log = bed.kube.run("logs", "-n", NAMESPACE, pod["metadata"]["name"], "-c", "slurmdbd").stdout
+    assert "fatal" not in log and "slurmdbd version" in log, log[-2000:]
+    assert bed.sh(f"sacct -a -n -X -o JobID -S {bed.ledger.started}") is not None
+
+
+# -- 6. a slurmd container killed, not its pod -----------------------------------------------
+
+
+def test_slurmd_container_killed(bed, local_cluster):
+    """slurmd (the container's main process) SIGKILLed on two nodes at once, as a crash or the OOM
+    killer would: the kubelet restarts the container in the same pod; the job steps died with the
+    container, so Slurm ends each running job as it says: the --requeue job runs again and
+    completes; the --no-requeue job is not run again."""
+    requeue = bed.sbatch("-p cpu -w cpu-0 --requeue --wrap 'sleep 20'")
+    # It ends as Slurm says, not COMPLETED: checked on its own below.
+    once = bed.sbatch("-p cpu -w cpu-1 --no-requeue --wrap 'sleep 20'", must_complete=False)
+    pods = {name: bed.pod(name) for name in ("cpu-0", "cpu-1")}
+    restarts = {name: bed.restarts(name, "slurmd") for name in pods}
+    with JobStream(bed.ledger, STREAM, every=6, submit=bed.sbatch):
+        bed.wait_running(requeue)
+        bed.wait_running(once)
+        t0 = time.monotonic()
+        for name, pod in pods.items():
+            container = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "slurmd")
+            local_cluster.kill_container(container["containerID"])
+        wait_for(lambda: all(bed.restarts(n, "slurmd") > restarts[n] and pod_ready(bed.pod(n)) for n in pods),
+                 180, "slurmd restarted in place and Ready", interval=2)
+        took("slurmd container killed -> restarted and Ready", time.monotonic() - t0)
+        bed.wait_nodes_usable(set(pods), 180)
+        took("slurmd container killed -> node usable in sinfo", time.monotonic() - t0)
+        assert {n: bed.pod(n)["metadata"]["uid"] for n in pods} == {n: p["metadata"]["uid"] for n, p in pods.items()}
+        wait_for(lambda: bed.job_state(requeue) == "COMPLETED", 420, f"the --requeue job {requeue} completed", interval=3)
+        took("slurmd container killed -> the requeued job completed", time.monotonic() - t0)
+    runs = bed.job_runs(requeue)
+    assert len(runs) >= 2 and runs[-1] == "COMPLETED", runs
+    # The requeue hold (BeginTime = requeue + cred_expire + 1 s): the gap between the runs.
+    print("\nruns of the --requeue job (state, start, end):\n"
+          + bed.sh(f"sacct -n -X -P -D -j {requeue} -o State,Start,End"), flush=True)
+    wait_for(lambda: bed.job_runs(once) and bed.job_runs(once)[-1] not in ("RUNNING", "PENDING", "REQUEUED"),
+             120, f"the --no-requeue job {once} ended")
+    once_runs = bed.job_runs(once)
+    assert len(once_runs) == 1 and once_runs[0] in ("NODE_FAIL", "FAILED", "CANCELLED"), once_runs
+    print(f"\nthe --no-requeue job ended {once_runs[0]}; the --requeue one ran {len(runs)} times", flush=True)
+    bed.settle_and_report("slurmd container killed")
+
+
+# -- 3. the accounting database and slurmdbd replaced while jobs start and finish -----------
+
+
+@pytest.mark.parametrize("pod", [f"{CLUSTER}-mariadb-0", f"{CLUSTER}-accounting-0"],
+                         ids=["mariadb_pod_deleted", "slurmdbd_pod_deleted"])
+def test_accounting_pod_deleted(bed, pod):
+    """The MariaDB pod, or slurmdbd's, deleted while jobs start and finish: slurmctld queues the
+    accounting records meanwhile and sends them when slurmdbd is back; sacct has every job."""
+    with JobStream(bed.ledger, STREAM, every=4, submit=bed.sbatch) as stream:
+        time.sleep(15)
+        old = bed.pod(pod)["metadata"]["uid"]
+        t0 = time.monotonic()
+        bed.kube.run("delete", "pod", pod, "-n", NAMESPACE, "--wait=false")
+        took(f"{pod} deleted -> a new one Ready", bed.wait_ready(pod, 600, old_uid=old))
+
+        def sacct_answers():
+            try:
+                return bed.sh(f"sacct -a -n -X -o JobID -S {bed.ledger.started}", timeout=30) is not None
+            except AssertionError:
+                return False
+        wait_for(sacct_answers, 300, "sacct answering", interval=2)
+        took(f"{pod} deleted -> sacct answers", time.monotonic() - t0)
+        time.sleep(20)  # jobs that start and end with the new pod, too
+    assert len(bed.ledger.submitted) >= 10, f"the stream submitted {len(bed.ledger.submitted)}, refused {stream.refused}"
+    bed.settle_and_report(f"{pod} deleted")
+
+
+# -- 1. the operator killed mid-scale-down and mid-reconcile ---------------------------------
+
+
+def wait_new_operator(bed, old_uid: str, timeout: float = 180) -> float:
+    t0 = time.monotonic()
+    wait_for(lambda: (p := operator_pod(bed.kube)) and p["metadata"]["uid"] != old_uid and pod_ready(p),
+             timeout, "a new operator pod Ready", interval=2, ignore=(AssertionError,))
+    return time.monotonic() - t0
+
+
+def test_operator_killed_mid_scale_down(bed):
+    """cpu scaled from 2 to 1 while cpu-1 runs a job; the operator is killed after it drained cpu-1
+    and before it lowered the StatefulSet's replicas. The new operator finishes the protocol: the
+    job completes, then cpu-1 goes; nothing else is drained."""
+    job = bed.sbatch("-p cpu -w cpu-1 --wrap 'sleep 45'")
+    with JobStream(bed.ledger, ["-p gpu --wrap 'sleep 3'"], every=6, submit=bed.sbatch):
+        bed.wait_running(job)
+        bed.kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=1")
+        wait_for(lambda: bed.node_states().get("cpu-1", "").startswith("drng"), 90, "cpu-1 draining", interval=1)
+        sts = bed.kube.get("statefulset", "cpu", "-n", NAMESPACE)
+        assert sts["spec"]["replicas"] == 2, "replicas were lowered before the job ended"
+        old = kill_operator(bed)
+        took("operator killed mid-scale-down -> a new one Ready", wait_new_operator(bed, old))
+        assert bed.job_state(job) == "RUNNING"
+        states = bed.node_states()
+        assert not any("drain" in s or s.startswith("drng") for n, s in states.items() if n != "cpu-1"), states
+        wait_for(lambda: bed.job_state(job) == "COMPLETED", 120, f"job {job} completed", interval=2)
+        wait_for(lambda: bed.pod("cpu-1") is None, 240, "pod cpu-1 gone", interval=2)
+        wait_for(lambda: "cpu-1" not in bed.node_states(), 120, "cpu-1 gone from sinfo", interval=2)
+    states = bed.node_states()
+    assert set(states) == {"cpu-0", "h100-0"} and all(s.startswith(("idle", "alloc", "mix")) for s in states.values()), states
+    bed.settle_and_report("operator killed mid-scale-down")
+
+
+def test_operator_killed_mid_reconcile(bed):
+    """cpu scaled back up to 2 and the operator killed at once, within the reconcile that acts on
+    it: the new operator finishes it (cpu-1 back and usable); no job lost, nothing drained."""
+    with JobStream(bed.ledger, STREAM, every=6, submit=bed.sbatch):
+        bed.kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=2")
+        t0 = time.monotonic()
+        old = kill_operator(bed)
+        took("operator killed mid-reconcile -> a new one Ready", wait_new_operator(bed, old))
+        bed.wait_nodes_usable({"cpu-0", "cpu-1", "h100-0"}, 300)
+        took("operator killed mid-reconcile -> cpu-1 usable", time.monotonic() - t0)
+        time.sleep(10)
+    bed.settle_and_report("operator killed mid-reconcile")
+
+
+# -- 4. the API server and etcd stopped for a minute ------------------------------------------
+
+
+def test_api_server_and_etcd_stopped_for_a_minute(bed, local_cluster):
+    """etcd and kube-apiserver stopped for 60 s and started again. Slurm does not need Kubernetes
+    to run jobs: the jobs queued before run and complete meanwhile (their start and end times fall
+    in the outage). The operator resumes (its lists failed, then came back): it deletes nothing and
+    the SlurmCluster is Ready again."""
+    from testbed.control_plane.audit import AuditLog
+    from testbed.local_cluster.layout import CONTROL_PLANE_DIR
+
+    jobs = [bed.sbatch(f"-p {'gpu' if i % 3 == 0 else 'cpu'} --wrap 'sleep 8'") for i in range(9)]
+    audit = AuditLog(CONTROL_PLANE_DIR / "logs" / "audit.log")
+    operator_user = f"system:serviceaccount:{deployment.OPERATOR_NAMESPACE}:{deployment.OPERATOR_RELEASE}"
+    # The operator's user name is right: it has written before (a check of none would pass on a typo).
+    assert audit.writes(0, operator_user), f"no write by {operator_user} in the audit log"
+    mark = audit.mark()
+    stopped_at = dt.datetime.now(dt.timezone.utc)
+    with local_cluster.api_server_stopped():
+        time.sleep(60)
+    started_at = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+    bed.settle_and_report("API server and etcd stopped for a minute")
+    rows = [line.split("|") for line in bed.sh(f"sacct -n -X -P -j {','.join(jobs)} -o JobID,Start,End").split()]
+    during = [job for job, start, end in rows
+              if stopped_at.replace(tzinfo=None) <= dt.datetime.fromisoformat(start) <= started_at.replace(tzinfo=None)]
+    print(f"\njobs that started while the API server was down: {len(during)} of {len(jobs)}", flush=True)
+    assert during, rows
+    deployment.wait_usable(bed.kube, NAMESPACE, CLUSTER, 300, report=lambda line: None)
+    took("API server back -> SlurmCluster usable", time.monotonic() - t0)
+    time.sleep(30)  # a reconcile or two after the relist
+    deletes = [f"{e['objectRef'].get('resource')}/{e['objectRef'].get('name')}"
+               for e in audit.writes(mark, operator_user, verbs=("delete", "deletecollection"))]
+    assert deletes == [], deletes
+    assert pod_ready(bed.pod(CONTROLLER))
+    print(f"operator writes after the restart: {len(audit.writes(mark, operator_user))}, deletes: 0", flush=True)
+    print(json.dumps(bed.node_states()), flush=True)

@@ -1,0 +1,65 @@
+"""The job ledger's reading of sacct: completed, requeued, lost, and jobs nobody submitted."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.job_ledger import JobLedger, parse_runs, summarize
+
+SACCT = """\
+101|COMPLETED
+102|REQUEUED
+102|COMPLETED
+103|NODE_FAIL
+103|PENDING
+104|CANCELLED by 1000
+105_0|COMPLETED
+105_1|REQUEUED
+105_1|COMPLETED
+106_0|COMPLETED
+106_1|FAILED
+999|COMPLETED
+"""
+
+
+def test_each_run_in_order_and_the_first_word_of_a_state():
+    runs = parse_runs(SACCT)
+    assert runs["102"] == ["REQUEUED", "COMPLETED"]
+    assert runs["104"] == ["CANCELLED"]
+    assert runs["105_1"] == ["REQUEUED", "COMPLETED"]
+
+
+@pytest.mark.parametrize("submitted, completed, requeued, lost", [
+    (["101"], 1, 0, []),
+    (["102"], 1, 1, []),                 # requeued, then completed: not lost
+    (["103"], 0, 1, ["103"]),            # requeued and not run again yet
+    (["104"], 0, 0, ["104"]),
+    (["105"], 1, 1, []),                 # an array whose task was requeued, all completed
+    (["106"], 0, 0, ["106"]),            # an array with a failed task
+    (["107"], 0, 0, ["107"]),            # never reached sacct
+])
+def test_summary_per_job(submitted, completed, requeued, lost):
+    summary = summarize(submitted, {k: v for k, v in parse_runs(SACCT).items() if k.split("_")[0] in submitted})
+    assert (summary.completed, summary.requeued, summary.lost) == (completed, requeued, lost)
+
+
+def test_jobs_in_sacct_that_nobody_submitted_are_named():
+    summary = summarize(["101", "102", "103", "104", "105", "106"], parse_runs(SACCT))
+    assert summary.unexpected == ["999"]
+    assert summary.line("story") == (
+        "ledger of story: submitted 6, completed 3, requeued 3, lost 3 (103, 104, 106); "
+        "in sacct but never submitted: 999")
+
+
+def test_a_job_not_bound_to_complete_is_neither_lost_nor_unexpected():
+    summary = summarize(["101"], parse_runs(SACCT), others=["103", "104", "105", "106", "102", "999"])
+    assert (summary.submitted, summary.lost, summary.unexpected) == (1, [], [])
+
+
+def test_record_takes_only_job_ids():
+    ledger = JobLedger(sh=lambda script: "")
+    assert ledger.record(" 42\n") == "42"
+    assert ledger.sbatch("--wrap true", run_as=lambda script, user: "43;cluster\n") == "43"
+    with pytest.raises(ValueError):
+        ledger.record("sbatch: error: Batch job submission failed")
+    assert ledger.submitted == ["42", "43"]
