@@ -101,6 +101,7 @@ def test_crds_install_and_print_columns(crds_installed):
 
 
 CLUSTER, GPU, CPU = documents_in("bad")
+LDAP_DIRECTORY = {"uris": ["ldap://ldap.example.org"], "searchBase": "dc=example,dc=org", "caCertificate": {"configMap": {"name": "ca"}}}
 
 BAD_MANIFESTS = [
     ("preemption enum", CLUSTER, ["spec", "scheduling", "preemption"], "sometimes", "spec.scheduling.preemption"),
@@ -167,6 +168,21 @@ BAD_MANIFESTS = [
      "spec.storage.home.nfs.path"),
     ("podTemplate volume named like a shared one", GPU, ["spec", "podTemplate"],
      {"spec": {"volumes": [{"name": "shared-data", "emptyDir": {}}]}}, "spec.storage.volumes"),
+    # issue 13: spec.identity, refused by the CRD's patterns and rules
+    ("ldap mode without its settings", CLUSTER, ["spec", "identity"], {"mode": "ldap"}, "identity.ldap is required with mode: ldap"),
+    ("ldap settings in local mode", CLUSTER, ["spec", "identity"], {"mode": "local", "ldap": LDAP_DIRECTORY},
+     "not allowed with mode: local"),
+    ("ldap uri schemes mixed", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "uris": ["ldap://a.example.org", "ldaps://b.example.org"]}}, "use one scheme"),
+    ("ldap bind DN without a password", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "bindDN": "cn=sssd,dc=example,dc=org"}}, "set bindDN and bindPasswordSecretRef together"),
+    ("ldap CA from two places", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "caCertificate": {"secret": {"name": "a"}, "configMap": {"name": "b"}}}},
+     "set exactly one of secret or configMap"),
+    ("ldap groups and filter", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "loginGroups": ["hpc"], "loginFilter": "(uid=*)"}}, "not both"),
+    ("ldap search base line injection", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "searchBase": "dc=org\nldap_tls_reqcert = never"}}, "spec.identity.ldap.searchBase"),
     ("podTemplate GPU resource", GPU, ["spec", "podTemplate"],
      {"spec": {"containers": [{"name": "slurmd", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}, "GPUs come from spec.gpus"),
 ]
