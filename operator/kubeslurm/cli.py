@@ -18,6 +18,7 @@ from .render.name_collisions import name_collisions
 from .render.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
 from .render.slurm_pod import unix_users
 from .render.slurmd_node import slurmd_conf_line
+from .render.sssd_conf import directory_files
 
 # /metrics; kopf's liveness endpoint (--liveness) has 8080.
 METRICS_PORT = 9090
@@ -69,6 +70,17 @@ def _offline_database_password(cluster: SlurmCluster) -> str | None:
     return GENERATED_AT_APPLY_TIME
 
 
+def _offline_directory_files(cluster: SlurmCluster) -> dict[str, str] | None:
+    """sssd.conf and the CA in ldap mode, with what the operator reads from the named Secrets as placeholders."""
+    ldap = cluster.spec.identity.ldap
+    if ldap is None:
+        return None
+    ref = ldap.bind_password_secret_ref
+    password = f"<read-from-Secret-{ref.name}-key-{ref.key}-at-apply-time>" if ref is not None else None
+    ca = ldap.ca_certificate
+    return directory_files(cluster, password, f"# read from {ca.kind} {ca.ref.name}, key {ca.ref.key}, at apply time\n")
+
+
 def _decoded_secret(obj: dict) -> dict:
     if obj["kind"] != "Secret":
         return obj
@@ -91,6 +103,7 @@ def kubernetes_objects_offline(cluster: SlurmCluster, node_sets: list[NodeSet]) 
         obj for obj in desired_objects(
             cluster, node_sets, database_password=_offline_database_password(cluster),
             config_hash_key=config_hash_key(GENERATED_AT_APPLY_TIME.encode()),
+            directory_files=_offline_directory_files(cluster),
         )
         if obj["kind"] != "NodeSet"
     ]

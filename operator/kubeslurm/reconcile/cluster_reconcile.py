@@ -28,6 +28,7 @@ from ..render.name_collisions import name_collisions, object_label
 from ..render.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
+from .directory_settings import read_directory_settings
 from .events import EventRecorder
 from .kube_api import KubeApi
 from .publish_metrics import publish_cluster_metrics
@@ -63,6 +64,7 @@ class ClusterReconciler:
             ("CheckStorage", self.check_storage),
             ("RecordUnixIds", lambda run: record_unix_ids(self.api, run)),
             ("EnsureSecrets", self.ensure_secrets),
+            ("ReadDirectorySettings", lambda run: read_directory_settings(self.api, run)),
             ("ObserveKubernetes", self.observe_kubernetes),
             ("ObserveSlurm", self.observe_slurm),
             ("PlanScaling", self.plan_scaling),
@@ -263,7 +265,7 @@ class ClusterReconciler:
                 run.cluster, run.models, database_password=run.database_password, config_hash_key=run.config_hash_key,
                 placements=_placements(run),
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
-                unix_ids=run.unix_ids,
+                unix_ids=run.unix_ids, directory_files=run.directory_files,
             )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None

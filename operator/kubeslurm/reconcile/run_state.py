@@ -35,6 +35,8 @@ class Run:
     node_sets: list[NodeSetState] = field(default_factory=list)
     database_password: str | None = None
     config_hash_key: bytes | None = None  # keys the hash of slurmdbd.conf (render/config_hash.py)
+    # sssd.conf and ca.crt in ldap mode (spec.identity), read by ReadDirectorySettings
+    directory_files: dict[str, str] | None = None
     # Kubernetes, read once: the cluster's listed objects by (kind, name), its slurmd
     # pods, the Kubernetes nodes (only when there are slurmd pods), the controller pods.
     live: dict[tuple[str, str], dict] = field(default_factory=dict)

@@ -24,6 +24,7 @@ from . import labels, naming, pods, slurm_pod
 from .config_hash import CONFIG_HASH_ANNOTATION, keyed_config_hash
 from .secrets import SLURMDBD_CONF_FILE
 from .slurmdbd_conf import database_connection
+from .sssd_pods import add_sssd
 from .stateful_set import stateful_set
 
 TERMINATION_GRACE_SECONDS = 60
@@ -53,9 +54,10 @@ def database_env(host: str, port: int) -> list[dict]:
 
 
 def accounting_stateful_set(
-    cluster: SlurmCluster, slurmdbd_conf: str, config_hash_key: bytes, *, users: slurm_pod.UnixUsers
+    cluster: SlurmCluster, slurmdbd_conf: str, config_hash_key: bytes, *, users: slurm_pod.UnixUsers,
+    sssd_hash: str | None = None,
 ) -> dict:
-    """config_hash_key: config_hash.config_hash_key of the cluster's auth key."""
+    """config_hash_key: config_hash.config_hash_key of the cluster's auth key; sssd_hash: see add_sssd."""
     name = cluster.metadata.name
     statefulset = naming.accounting_statefulset(name)
     pod_labels = labels.object_labels(name, labels.ACCOUNTING)
@@ -94,5 +96,5 @@ def accounting_stateful_set(
         selector=labels.selector_labels(name, labels.ACCOUNTING),
         service_name=statefulset,
         replicas=1,
-        template=pods.pod_template(pod_labels, annotations, spec),
+        template=add_sssd(cluster, pods.pod_template(pod_labels, annotations, spec), ("slurmdbd",), sssd_hash),
     )

@@ -24,7 +24,7 @@ from .disruption_budgets import controller_disruption_budget, running_jobs_disru
 from .login_statefulset import login_stateful_set
 from .mariadb_statefulset import mariadb_data_claim, mariadb_network_policy, mariadb_stateful_set
 from .metadata import owner_reference, owned_by_cluster
-from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret, ssh_host_key_secret
+from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret, ssh_host_key_secret, sssd_config_secret
 from .services import (
     accounting_service,
     controller_address_services,
@@ -39,6 +39,7 @@ from .services import (
 from .shared_storage import storage_claims
 from .slurmd_statefulset import slurmd_stateful_set
 from .slurmdbd_conf import render_slurmdbd_conf
+from .sssd_pods import sssd_config_hash, uses_directory
 
 __all__ = [
     "auth_key_secret", "cluster_objects", "database_password_secret", "desired_objects", "node_set_objects", "owner_reference",
@@ -55,6 +56,7 @@ def desired_objects(
     placements: dict[str, dict[str, str]] | None = None,
     replicas: Mapping[str, int] | None = None,
     unix_ids: Mapping[str, int] | None = None,
+    directory_files: Mapping[str, str] | None = None,
 ) -> list[dict]:
     """Every object the operator applies for one cluster, in apply order.
 
@@ -63,14 +65,18 @@ def desired_objects(
     -> the StatefulSet's replicas where a scale-down plan holds them above spec.replicas.
     unix_ids: the cluster's uid assignment (status.unixIds, see render/unix_ids.py); None
     is the assignment for the spec alone (offline render, or a cluster's first reconcile).
+    directory_files: in ldap mode (spec.identity), sssd.conf and the CA (sssd_conf.directory_files).
     """
     users = slurm_pod.unix_users(cluster, unix_ids)
     objects = cluster_objects(
         cluster, node_sets, database_password=database_password, config_hash_key=config_hash_key, placements=placements,
-        users=users,
+        users=users, directory_files=directory_files,
     )
+    sssd_hash = _sssd_hash(cluster, directory_files, config_hash_key)
     for node_set in node_sets:
-        objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users)
+        objects += node_set_objects(
+            cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users, sssd_hash=sssd_hash,
+        )
     objects += [owned_by_cluster(node_set, cluster) for node_set in node_sets]
     return objects
 
@@ -83,6 +89,7 @@ def cluster_objects(
     config_hash_key: bytes | None = None,
     placements: dict[str, dict[str, str]] | None = None,
     users: slurm_pod.UnixUsers | None = None,
+    directory_files: Mapping[str, str] | None = None,
 ) -> list[dict]:
     """The objects owned by the SlurmCluster, in apply order (configs before the pods that mount them).
 
@@ -94,16 +101,21 @@ def cluster_objects(
     of slurmdbd.conf in slurmdbd's pod template. Required when accounting is enabled.
     placements: Slurm node name -> labels of its Kubernetes node, for topology.conf.
     users: the account users with their uids (slurm_pod.unix_users); None: the spec alone's.
+    directory_files: sssd.conf and the CA certificate (sssd_conf.directory_files); required in
+    ldap mode (spec.identity), with config_hash_key (sssd.conf may hold the bind password).
     """
     if users is None:
         users = slurm_pod.unix_users(cluster)
     files = render_config_files(cluster, node_sets, placements)
-    objects = [
-        slurm_config_map(cluster, files),
+    sssd_hash = _sssd_hash(cluster, directory_files, config_hash_key)
+    objects = [slurm_config_map(cluster, files)]
+    if sssd_hash is not None:
+        objects.append(sssd_config_secret(cluster, dict(directory_files)))
+    objects += [
         controller_state_claim(cluster),
         controller_service(cluster),
         *controller_address_services(cluster),
-        controller_stateful_set(cluster, files, users=users),
+        controller_stateful_set(cluster, files, users=users, sssd_hash=sssd_hash),
     ]
     if cluster.spec.controller.backup:
         objects.append(controller_disruption_budget(cluster))
@@ -125,7 +137,7 @@ def cluster_objects(
             slurmdbd_config_secret(cluster, slurmdbd_conf),
             accounting_service(cluster),
             slurmdbd_address_service(cluster),
-            accounting_stateful_set(cluster, slurmdbd_conf, config_hash_key, users=users),
+            accounting_stateful_set(cluster, slurmdbd_conf, config_hash_key, users=users, sssd_hash=sssd_hash),
         ]
         if accounting.database.internal is not None:
             objects += [
@@ -133,20 +145,34 @@ def cluster_objects(
                 mariadb_stateful_set(cluster), mariadb_network_policy(cluster),
             ]
     objects += storage_claims(cluster)
-    objects += [login_service(cluster), login_stateful_set(cluster, users=users)]
+    objects += [login_service(cluster), login_stateful_set(cluster, users=users, sssd_hash=sssd_hash)]
     if cluster.spec.login.ssh.enabled:
         objects.append(ssh_service(cluster))
     return objects
 
 
+def _sssd_hash(cluster: SlurmCluster, directory_files: Mapping[str, str] | None, config_hash_key: bytes | None) -> str | None:
+    """The keyed hash of the directory files that rolls pods in ldap mode; None in local mode."""
+    if not uses_directory(cluster):
+        return None
+    where = f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name} reads users from the directory"
+    if directory_files is None:
+        raise ValueError(f"{where}: pass directory_files (sssd.conf and the CA certificate, sssd_conf.directory_files)")
+    if config_hash_key is None:
+        raise ValueError(f"{where}: pass config_hash_key: sssd.conf may hold the bind password and is never hashed without a key")
+    return sssd_config_hash(dict(directory_files), config_hash_key)
+
+
 def node_set_objects(
-    cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None, users: slurm_pod.UnixUsers | None = None
+    cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None, users: slurm_pod.UnixUsers | None = None,
+    sssd_hash: str | None = None,
 ) -> list[dict]:
     """The objects owned by the NodeSet: deleting it removes its pods and their budget.
 
     replicas: the StatefulSet's replicas when they must differ from spec.replicas
     (the operator lowers them only after draining the nodes a scale-down removes).
     users: the account users with their uids (slurm_pod.unix_users); None: the spec alone's.
+    sssd_hash: in ldap mode, the keyed hash of the directory files (sssd_pods.sssd_config_hash).
     """
     if (node_set.metadata.namespace, node_set.spec.cluster_name) != (cluster.metadata.namespace, cluster.metadata.name):
         raise ValueError(
@@ -155,6 +181,9 @@ def node_set_objects(
         )
     return [
         node_set_service(node_set),
-        slurmd_stateful_set(cluster, node_set, replicas=replicas, users=slurm_pod.unix_users(cluster) if users is None else users),
+        slurmd_stateful_set(
+            cluster, node_set, replicas=replicas, users=slurm_pod.unix_users(cluster) if users is None else users,
+            sssd_hash=sssd_hash,
+        ),
         running_jobs_disruption_budget(node_set),
     ]

@@ -25,6 +25,7 @@ is open: slurmctld listens from its start, also as a standby backup.
 
 from ..api import SlurmCluster
 from . import labels, naming, pods, slurm_pod
+from .sssd_pods import add_sssd
 from .config_hash import CONFIG_HASH_ANNOTATION, config_hash
 from .stateful_set import stateful_set
 
@@ -43,7 +44,10 @@ def _apart(selector: dict[str, str]) -> dict:
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}}
 
 
-def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str], *, users: slurm_pod.UnixUsers) -> dict:
+def controller_stateful_set(
+    cluster: SlurmCluster, config_files: dict[str, str], *, users: slurm_pod.UnixUsers, sssd_hash: str | None = None
+) -> dict:
+    """sssd_hash: sssd_pods.sssd_config_hash of the directory files, in ldap mode (spec.identity)."""
     name = cluster.metadata.name
     statefulset = naming.controller_statefulset(name)
     pod_labels = labels.object_labels(name, labels.CONTROLLER)
@@ -83,6 +87,7 @@ def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str],
     if cluster.spec.controller.backup:
         spec["affinity"] = _apart(selector)
     template = pods.pod_template(pod_labels, {CONFIG_HASH_ANNOTATION: config_hash(config_files)}, spec)
+    add_sssd(cluster, template, ("slurmctld",), sssd_hash)
     return stateful_set(
         name=statefulset,
         owner=cluster,

@@ -24,6 +24,7 @@ from ..api import NodeSet, SlurmCluster
 from . import labels, naming, pods, slurm_pod
 from .pod_template_merge import merge_pod_template
 from .slurmd_node import slurmd_conf_line
+from .sssd_pods import add_sssd
 from .stateful_set import stateful_set
 
 SLURMD_CONTAINER = "slurmd"
@@ -100,7 +101,9 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     }
 
 
-def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers) -> dict:
+def slurmd_pod_template(
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, sssd_hash: str | None = None
+) -> dict:
     """Our template with spec.podTemplate merged over it; the operator's labels always win.
 
     The template shares no mutable object with the NodeSet or this module (callers may
@@ -128,7 +131,7 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
         pod_spec["tolerations"] = deepcopy(spec.tolerations)
     if spec.affinity is not None:
         pod_spec["affinity"] = deepcopy(spec.affinity)
-    template = pods.pod_template(pod_labels, {}, pod_spec)
+    template = add_sssd(cluster, pods.pod_template(pod_labels, {}, pod_spec), (SLURMD_CONTAINER,), sssd_hash)
     if spec.pod_template is not None:
         template = merge_pod_template(template, spec.pod_template.overlay())
     # The StatefulSet selects pods by these labels and the operator finds them by them.
@@ -137,10 +140,11 @@ def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slur
 
 
 def slurmd_stateful_set(
-    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None,
+    sssd_hash: str | None = None,
 ) -> dict:
     """`replicas` overrides spec.replicas while the operator drains the nodes a scale-down removes;
-    `users`: the cluster's account users and their uids (slurm_pod.unix_users)."""
+    `users`: the cluster's account users and their uids (slurm_pod.unix_users); `sssd_hash`: see add_sssd."""
     name = node_set.metadata.name
     return stateful_set(
         name=naming.node_set_statefulset(name),
@@ -149,6 +153,6 @@ def slurmd_stateful_set(
         selector=labels.selector_labels(cluster.metadata.name, labels.SLURMD, name),
         service_name=naming.node_set_service(name),
         replicas=node_set.spec.replicas if replicas is None else replicas,
-        template=slurmd_pod_template(cluster, node_set, users=users),
+        template=slurmd_pod_template(cluster, node_set, users=users, sssd_hash=sssd_hash),
         update_strategy=node_set.spec.update_strategy.type,
     )
