@@ -29,6 +29,7 @@ from ..render.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
 from .directory_settings import read_directory_settings
+from .directory_users import DirectoryChecks, check_directory_users
 from .events import EventRecorder
 from .kube_api import KubeApi
 from .publish_metrics import publish_cluster_metrics
@@ -51,6 +52,7 @@ class ClusterReconciler:
         self.api = api
         self.slurm_for = slurm_for
         self.events = events
+        self.directory_checks = DirectoryChecks()
 
     # ---- entry point -------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> Run | None:
@@ -72,6 +74,7 @@ class ClusterReconciler:
             ("Apply", lambda run: apply_desired(self.api, run)),
             ("Prune", lambda run: prune_undesired(self.api, self.events, run)),
             ("SyncSlurm", lambda run: sync_slurm(self.api, self.events, run)),
+            ("CheckDirectoryUsers", lambda run: check_directory_users(self.events, self.directory_checks, run)),
         ]
         with timed_reconcile(namespace, name):
             try:

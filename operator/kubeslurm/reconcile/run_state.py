@@ -55,6 +55,8 @@ class Run:
     topology_nodes_hash: str | None = None
     # account -> users kubeslurm has made in Slurm (status.appliedAccounts), once SyncSlurm knows
     applied_accounts: dict[str, list[str]] | None = None
+    # in ldap mode: the users of spec.accounts the directory lacks, once CheckDirectoryUsers asked (directory_users)
+    users_missing_from_directory: list[str] | None = None
     # the uid assignment (status.unixIds), recorded before anything is rendered with it
     unix_ids: dict[str, int] | None = None
 
