@@ -60,6 +60,8 @@ def _start_script() -> str:
         "set -eu",
         # emptyDirs come as 0777: nobody but root may place a socket or cache file here.
         f"chmod 0755 {SSSD_PIPES} {SSSD_MC}",
+        # the responders' private sockets: the image has this directory, the emptyDir over pipes does not
+        f"install -d -o root -g root -m 0750 {SSSD_PIPES}/private",
         f"install -o root -g root -m {SSSD_CONF_MODE:04o} {SSSD_SECRET_MOUNT}/{SSSD_CONF_FILE} {SSSD_CONF_PATH}",
         f"install -o root -g root -m 0644 {SSSD_SECRET_MOUNT}/{CA_CERT_FILE} {CA_CERT_PATH}",
         # a restarted sidecar finds its previous pid file gone (new container) but its sockets kept
