@@ -517,6 +517,62 @@ def test_alice_logs_in_over_ssh_with_the_key_from_the_directory(sssd, directory,
         shutil.rmtree(home, ignore_errors=True)
 
 
+def test_the_login_pod_s_rendered_sshd_admits_the_login_group_and_makes_the_home(sssd, directory, alice_keypair):
+    """The very sshd command a login pod runs in ldap mode (login_statefulset.sshd_command):
+    keys from the directory, PAM's account phase for the login group, pam_mkhomedir (the image's
+    /etc/pam.d/sshd) making alice's home at her first login, mode 0700."""
+    from kubeslurm.api import load_documents
+    from kubeslurm.render.login_statefulset import AUTHORIZED_KEYS_DIR, SSH_HOST_KEY_DIR, sshd_command
+    from kubeslurm.render.secrets import SSH_HOST_KEY_FILE
+    from tests.unit.manifests import contract_documents, set_path
+
+    cluster_doc, *node_sets = contract_documents()
+    cluster_doc = set_path(cluster_doc, "spec.identity", {"mode": "ldap", "ldap": {
+        "uris": ["ldap://127.0.0.1"], "searchBase": SUFFIX, "bindDN": SSSD_BIND_DN,
+        "bindPasswordSecretRef": {"name": "sssd-bind"}, "caCertificate": {"configMap": {"name": "ca"}},
+        "loginGroups": ["researchers"]}})
+    command = sshd_command(load_documents([cluster_doc, *node_sets]).clusters[0])
+    ssh = _mkdir(sssd / KST / "login-ssh")
+    host_key_dir, keys_dir = _mkdir(sssd / SSH_HOST_KEY_DIR.lstrip("/")), _mkdir(sssd / AUTHORIZED_KEYS_DIR.lstrip("/"))
+    home = sssd / "home/alice"
+    shutil.rmtree(home, ignore_errors=True)
+    sshd = None
+    try:
+        rc, out = in_slurm_root(sssd, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{SSH_HOST_KEY_DIR}/{SSH_HOST_KEY_FILE}"])
+        assert rc == 0, out
+        write(ssh / "known_hosts", "127.0.0.1 " + (host_key_dir / f"{SSH_HOST_KEY_FILE}.pub").read_text())
+        write(ssh / "alice", alice_keypair[1], 0o600)
+        sshd = RootProcess(sssd, command, netns=directory.netns, log=ssh.parent / "login-sshd.log")
+
+        def ssh_as(user: str) -> tuple[int, str]:
+            return run_in_root(sssd, ["ssh", "-F", "/dev/null", "-i", f"/{KST}/login-ssh/alice", "-o", "BatchMode=yes",
+                                      "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile=/{KST}/login-ssh/known_hosts",
+                                      "-o", "ConnectTimeout=5", f"{user}@127.0.0.1", "id; pwd; stat -c %U:%a ."],
+                               timeout=30, netns=directory.netns)
+
+        def logged_in():
+            if sshd.proc.poll() is not None:
+                return True
+            rc, out = ssh_as("alice")
+            return (rc, out) if rc == 0 else False
+
+        result = wait_for(logged_in, 30, "alice's login through the rendered sshd", interval=0.5)
+        assert sshd.proc.poll() is None, sshd.output()
+        assert result[1].splitlines()[-3:] == [
+            "uid=20001(alice) gid=20001(alice) groups=20001(alice),30001(researchers)", "/home/alice", "alice:700"], result
+        assert (home / ".bashrc").exists(), "the home is made from /etc/skel"
+        for user in ("root", "mallory"):
+            rc, out = ssh_as(user)
+            assert rc == 255 and "Permission denied (publickey)." in out, (user, out)
+    finally:
+        if sshd:
+            sshd.kill()
+        shutil.rmtree(ssh, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(host_key_dir, ignore_errors=True)
+        shutil.rmtree(keys_dir, ignore_errors=True)
+
+
 def test_a_user_added_while_sssd_runs_appears_in_bounded_time(sssd, directory):
     rc, out = in_slurm_root(sssd, ["getent", "passwd", "carol"])
     assert rc == 2, "carol exists before she was added"  # and now sits in the negative cache
