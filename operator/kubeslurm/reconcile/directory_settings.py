@@ -15,32 +15,19 @@ cluster's key would write it into this cluster's sssd.conf and send it to a dire
 Messages name the field and the object and never quote what a Secret holds.
 """
 
-import base64
-import binascii
-
 from cryptography import x509
 
 from .. import ownership
 from ..render.sssd_conf import directory_files
 from .kube_api import KubeApi
 from .run_state import Run, StepFailed
-from .secret_trust import is_operator_secret
+from .secret_trust import is_operator_secret, secret_value
 
 STEP = "ReadDirectorySettings"
 MISSING = "DirectorySettingMissing"
 INVALID = "DirectorySettingInvalid"
 UNTRUSTED = "UntrustedSecret"
 FIELD = "spec.identity.ldap"
-
-
-def _secret_value(secret: dict, key: str) -> bytes | None:
-    value = (secret.get("data") or {}).get(key)
-    if value is None:
-        return None
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
 
 
 def ca_certificate_problem(pem: bytes) -> str | None:
@@ -64,7 +51,7 @@ def _bind_password(api: KubeApi, namespace: str, ref) -> str:
         raise StepFailed(STEP, UNTRUSTED, f"{field}: Secret {namespace}/{ref.name} is one of the Secrets kubeslurm makes "
                                           "for a cluster: the operator does not send it to a directory. Name a Secret of "
                                           "your own that holds the bind password")
-    raw = _secret_value(secret, ref.key)
+    raw = secret_value(secret, ref.key)
     try:
         password = raw.decode("ascii").rstrip("\n") if raw is not None else ""
     except UnicodeDecodeError:
@@ -81,7 +68,7 @@ def _ca_certificate(api: KubeApi, namespace: str, source) -> str:
     label = f"{source.kind} {namespace}/{ref.name}"
     if source.secret is not None:
         obj = api.get(ownership.SECRET, namespace, ref.name)
-        pem = _secret_value(obj, ref.key) if obj is not None else None
+        pem = secret_value(obj, ref.key) if obj is not None else None
     else:
         obj = api.get(ownership.CONFIG_MAP, namespace, ref.name)
         text = ((obj or {}).get("data") or {}).get(ref.key)
