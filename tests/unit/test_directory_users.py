@@ -26,13 +26,16 @@ ACCOUNTS = [{"name": "vision", "users": ["root", "nosuch-alice"]}, {"name": "nlp
 
 
 class Commands:
-    """Runs each command on this machine and counts them."""
+    """Records every command; runs `getent` on this machine (the real lookup), and only records the
+    Slurm commands (no slurmctld here: `scontrol reconfigure` is answered as done)."""
 
     def __init__(self):
         self.calls: list[list[str]] = []
 
     def __call__(self, argv, timeout=60):
         self.calls.append(argv)
+        if argv[0] != "getent":
+            return subprocess.CompletedProcess(argv, 0, "", "")
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
@@ -120,3 +123,19 @@ def test_without_an_answer_from_slurmctld_the_last_condition_stays():
     check_directory_users(PostedEvents(), DirectoryChecks(), run)
     old = [{"type": ACCOUNT_USERS_CONDITION, "status": "False", "reason": "UsersNotInDirectory"}]
     assert with_directory_users_condition(old, run, 3) == old and not commands.calls
+
+
+def test_a_user_who_appears_gets_a_reconfigure_so_slurmctld_maps_her_uid():
+    commands, events, checks = Commands(), PostedEvents(), DirectoryChecks()
+    document = set_path(LDAP, "spec.accounts", ACCOUNTS)
+    check_directory_users(events, checks, run_for(document, commands))
+    # "nosuch-alice" joins the directory: here, the name is swapped for one this machine knows
+    key = ("hpc", "research")
+    users, when, missing = checks.last[key]
+    checks.last[key] = (users, when, missing + ("daemon",))
+    check_directory_users(events, checks, run_for(document, commands))
+    assert commands.calls[-1] == ["scontrol", "reconfigure"]
+    assert events.posted[-1][:2] == ("Normal", "UsersAppearedInDirectory") and "daemon" in events.posted[-1][2]
+    calls = len(commands.calls)
+    check_directory_users(events, checks, run_for(document, commands))
+    assert ["scontrol", "reconfigure"] not in commands.calls[calls:], "only once"

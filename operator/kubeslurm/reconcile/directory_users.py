@@ -4,8 +4,11 @@ spec.accounts still maps users to Slurm accounts and shares (sacctmgr), but in l
 the pods make no local users: a name the directory does not hold cannot log in, and
 Slurm cannot map it to a uid. Such names are reported, never silently skipped: the
 condition ACCOUNT_USERS_CONDITION (False, naming them and their accounts) and a Warning
-Event. Their associations are still made in Slurm, so they work as soon as the directory
-holds them.
+Event. Their associations are still made in Slurm; slurmctld maps a uid to a user when it
+loads the association and retries missing ones only hourly, so once a missing user appears
+the operator runs `scontrol reconfigure` (slurmctld 24.11 restarts in place, running jobs
+keep running), and the user can submit within a resync. (A user missing when the operator
+itself restarted is not known to have been missing: Slurm's hourly retry covers that.)
 
 The check asks the controller pod's name service (SSSD there, the same as on every node)
 with one `getent passwd` for all users, through the operator's exec path into the
@@ -24,6 +27,7 @@ from .run_state import Run
 
 ACCOUNT_USERS_CONDITION = "AccountUsersInDirectory"
 MISSING_REASON = "UsersNotInDirectory"
+APPEARED_REASON = "UsersAppearedInDirectory"
 RECHECK_SECONDS = 300
 
 
@@ -75,6 +79,14 @@ def check_directory_users(events: EventRecorder, checks: DirectoryChecks, run: R
     run.users_missing_from_directory = list(missing)
     if missing:
         events.warning(run.raw, MISSING_REASON, missing_message(list(missing), accounts))
+    appeared = sorted(set(previous[2] if previous else ()) & known)
+    if appeared:
+        # slurmctld resolved these users' uids when it loaded their associations, found none,
+        # and looks again only hourly: a reconfigure (slurmctld 24.11 restarts in place, jobs
+        # keep running) loads them again, so they can submit now.
+        run.slurm.reconfigure()
+        events.normal(run.raw, APPEARED_REASON, f"now in the directory: {', '.join(appeared)}; scontrol reconfigure so "
+                                                "slurmctld maps their uids to their accounts")
 
 
 def with_directory_users_condition(conditions: list[dict], run: Run, generation: int | None) -> list[dict]:
