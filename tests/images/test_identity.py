@@ -442,6 +442,57 @@ def test_sssd_refuses_a_config_others_can_read(unpacked, directory, tls):
         reset_sssd_state(root)
 
 
+def test_the_rendered_sssd_sidecar_serves_clients_that_mount_its_sockets_read_only(unpacked, directory, tls, alice_key):
+    """The sidecar of render/sssd_pods.py with the operator's rendered files, as a pod has them: the
+    Secret's files under /etc/sssd-secret, emptyDirs (mode 0777, no pipes/private) for its sockets and
+    cache. It makes them 0755, and a client container that mounts them read-only (nss, ssh keys)
+    gets every answer while an unprivileged user can place nothing there."""
+    from kubeslurm.api import load_documents
+    from kubeslurm.render.sssd_conf import directory_files
+    from kubeslurm.render.sssd_pods import SSSD_SECRET_MOUNT, sssd_container
+    from tests.unit.manifests import contract_documents, set_path
+
+    cluster_doc, *node_sets = contract_documents()
+    cluster_doc = set_path(cluster_doc, "spec.identity", {"mode": "ldap", "ldap": {
+        "uris": ["ldap://127.0.0.1"], "searchBase": SUFFIX, "bindDN": SSSD_BIND_DN,
+        "bindPasswordSecretRef": {"name": "sssd-bind"}, "caCertificate": {"configMap": {"name": "ca"}}}})
+    cluster = load_documents([cluster_doc, *node_sets]).clusters[0]
+    root = unpacked("slurm")
+    reset_sssd_state(root)
+    secret_dir = _mkdir(root / SSSD_SECRET_MOUNT.lstrip("/"))
+    for name, text in directory_files(cluster, directory.sssd_password, tls["ca.crt"].read_text()).items():
+        write(secret_dir / name, text, 0o400)
+    shutil.rmtree(root / "var/lib/sss/pipes/private")
+    for d in ("var/lib/sss/pipes", "var/lib/sss/mc"):
+        (root / d).chmod(0o777)  # as the kubelet makes an emptyDir
+    sidecar = RootProcess(root, sssd_container(cluster)["command"], netns=directory.netns,
+                          log=secret_dir.parent / "sidecar.log")
+    try:
+        probe = sssd_container(cluster)["startupProbe"]["exec"]["command"]
+        wait_for(lambda: in_slurm_root(root, probe)[0] == 0 or sidecar.proc.poll() is not None, 60, "the startup probe")
+        assert sidecar.proc.poll() is None, sidecar.output()
+        client = ("for d in /var/lib/sss/pipes /var/lib/sss/mc; do mount --bind $d $d && mount -o remount,bind,ro $d; done; "
+                  "stat -c '%a %U' /var/lib/sss/pipes /var/lib/sss/mc; getent passwd alice; id alice; sss_ssh_authorizedkeys alice; "
+                  "runuser -u nobody -- touch /var/lib/sss/pipes/planted 2>/dev/null && echo PLANTED; "
+                  "touch /var/lib/sss/pipes/planted 2>/dev/null && echo PLANTED-BY-ROOT; true")
+        rc, out = in_slurm_root(root, ["sh", "-c", client])
+        assert rc == 0, out
+        assert out.splitlines() == [
+            "755 root", "755 root", "alice:*:20001:20001:Alice Researcher:/home/alice:/bin/bash",
+            "uid=20001(alice) gid=20001(alice) groups=20001(alice),30001(researchers)", alice_key], out
+        assert (root / "etc/sssd/sssd.conf").stat().st_mode & 0o777 == 0o600
+    finally:
+        sidecar.kill()
+        shutil.rmtree(secret_dir, ignore_errors=True)
+        (root / "etc/sssd/ca.crt").unlink(missing_ok=True)
+        (root / "run/sssd.pid").unlink(missing_ok=True)  # a pod's restarted sidecar gets a new /run
+        (root / "var/lib/sss/pipes/private").mkdir(mode=0o750, exist_ok=True)
+        (root / "var/lib/sss/pipes/private").chmod(0o750)
+        (root / "var/lib/sss/pipes").chmod(0o755)
+        (root / "var/lib/sss/mc").chmod(0o775)
+        reset_sssd_state(root)
+
+
 def test_sssd_answers_from_the_directory(sssd, alice_key):
     rc, out = in_slurm_root(sssd, ["getent", "passwd", "alice"])
     assert rc == 0 and out.strip() == "alice:*:20001:20001:Alice Researcher:/home/alice:/bin/bash", out
