@@ -10,7 +10,7 @@
   CA made here by openssl, refuses plain-text operations and anonymous reads,
   accepts the admin password from a file, runs slapd as openldap, and after a
   restart keeps the data without seeding again.
-- SSSD from the Slurm image with the sssd.conf that render/sssd_conf.py renders
+- SSSD from the Slurm image with the sssd.conf that render/config/sssd_conf.py renders
   (StartTLS, certificate demanded): `getent passwd`, `id` give the directory's
   uid, gid and groups, `sss_ssh_authorizedkeys` prints alice's key, an unknown
   user is absent, a user added to slapd while sssd runs appears within the
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeslurm.render.sssd_conf import SSSD_COMMAND, SssdConfig, render_sssd_conf
+from kubeslurm.render.config.sssd_conf import SSSD_COMMAND, SssdConfig, render_sssd_conf
 from tests.images.conftest import RootProcess, run_in_root, wait_for
 
 pytestmark = pytest.mark.images
@@ -448,7 +448,7 @@ def test_the_rendered_sssd_sidecar_serves_clients_that_mount_its_sockets_read_on
     cache. It makes them 0755, and a client container that mounts them read-only (nss, ssh keys)
     gets every answer while an unprivileged user can place nothing there."""
     from kubeslurm.api import load_documents
-    from kubeslurm.render.sssd_conf import directory_files
+    from kubeslurm.render.config.sssd_conf import directory_files
     from kubeslurm.render.sssd_pods import SSSD_SECRET_MOUNT, sssd_container
     from tests.unit.manifests import contract_documents, set_path
 
@@ -573,8 +573,8 @@ def test_the_login_pod_s_rendered_sshd_admits_the_login_group_and_makes_the_home
     keys from the directory, PAM's account phase for the login group, pam_mkhomedir (the image's
     /etc/pam.d/sshd) making alice's home at her first login, mode 0700."""
     from kubeslurm.api import load_documents
-    from kubeslurm.render.login_statefulset import AUTHORIZED_KEYS_DIR, SSH_HOST_KEY_DIR, sshd_command
-    from kubeslurm.render.secrets import SSH_HOST_KEY_FILE
+    from kubeslurm.render.login.statefulset import AUTHORIZED_KEYS_DIR, SSH_HOST_KEY_DIR, sshd_command
+    from kubeslurm.render.k8s.secrets import SSH_HOST_KEY_FILE
     from tests.unit.manifests import contract_documents, set_path
 
     cluster_doc, *node_sets = contract_documents()

@@ -11,11 +11,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from kubeslurm.render.cluster_objects import desired_objects
-from kubeslurm.render.config_hash import config_hash_key
-from kubeslurm.render.sssd_conf import directory_files
-from kubeslurm.render.sssd_pods import SSSD_CONFIG_HASH_ANNOTATION
 from kubeslurm.reconcile.directory_settings import ca_certificate_problem
+from kubeslurm.render.cluster_objects import desired_objects
+from kubeslurm.render.config.sssd_conf import directory_files
+from kubeslurm.render.k8s.config_hash import config_hash_key
+from kubeslurm.render.sssd_pods import SSSD_CONFIG_HASH_ANNOTATION
 
 from .manifests import contract_documents, load_with_uids, set_path
 

@@ -5,7 +5,7 @@
   spec.login.ssh.authorizedKeysSecret.
 - ldap: the site's directory, through SSSD in every login, slurmctld, slurmd and
   slurmdbd pod: uids, gids, groups and ssh public keys come from there
-  (render/sssd_conf.py says what each field turns into).
+  (render/config/sssd_conf.py says what each field turns into).
 
 The strings here end up in sssd.conf (a `key = value` line each), so each has a pattern
 that admits nothing able to end its line, open a `[section]` or add an option. The

@@ -18,7 +18,7 @@ Messages name the field and the object and never quote what a Secret holds.
 from cryptography import x509
 
 from .. import ownership
-from ..render.sssd_conf import directory_files
+from kubeslurm.render.config.sssd_conf import directory_files
 from .kube_api import KubeApi
 from .run_state import Run, StepFailed
 from .secret_trust import is_operator_secret, secret_value

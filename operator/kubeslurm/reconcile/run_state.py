@@ -34,7 +34,7 @@ class Run:
     cluster: SlurmCluster | None = None
     node_sets: list[NodeSetState] = field(default_factory=list)
     database_password: str | None = None
-    config_hash_key: bytes | None = None  # keys the hash of slurmdbd.conf (render/config_hash.py)
+    config_hash_key: bytes | None = None  # keys the hash of slurmdbd.conf (render/k8s/config_hash.py)
     # sssd.conf and ca.crt in ldap mode (spec.identity), read by ReadDirectorySettings
     directory_files: dict[str, str] | None = None
     # Kubernetes, read once: the cluster's listed objects by (kind, name), its slurmd

@@ -26,10 +26,10 @@ Pod layout:
   sssd.conf until the pod is replaced, as it would keep running jobs.
 """
 
-from ..api import SlurmCluster
-from . import naming, pods
-from .config_hash import keyed_config_hash
-from .sssd_conf import CA_CERT_FILE, CA_CERT_PATH, SSSD_COMMAND, SSSD_CONF_FILE, SSSD_CONF_MODE, SSSD_CONF_PATH
+from kubeslurm.api import SlurmCluster
+from kubeslurm.render.config.sssd_conf import CA_CERT_FILE, CA_CERT_PATH, SSSD_COMMAND, SSSD_CONF_FILE, SSSD_CONF_MODE, SSSD_CONF_PATH
+from kubeslurm.render.k8s import naming, pods
+from kubeslurm.render.k8s.config_hash import keyed_config_hash
 
 SSSD_CONTAINER = "sssd"
 SSSD_CONFIG_HASH_ANNOTATION = "kubeslurm.io/sssd-config-hash"
