@@ -81,6 +81,12 @@ chmod 0644 /etc/ssh/sshd_config.d/00-kubeslurm-image.conf
 # uid is worth nothing inside a pod, so the module stays but may fail.
 sed -i 's/^session\([[:space:]]\+\)required\([[:space:]]\+\)pam_loginuid\.so/session\1optional\2pam_loginuid.so/' /etc/pam.d/sshd
 grep -q '^session[[:space:]]\+optional[[:space:]]\+pam_loginuid\.so' /etc/pam.d/sshd
+# Directory users (spec.identity.mode ldap, where sshd runs with UsePAM yes) are unknown
+# when a pod starts, so no init container can make their homes: pam_mkhomedir makes
+# <home>/<user> (mode 0700, from /etc/skel) at the first login, on the shared home when
+# there is one. Local mode runs sshd without PAM, so this line never runs there.
+sed -i '/^@include common-session$/a session    optional     pam_mkhomedir.so umask=0077' /etc/pam.d/sshd
+grep -q '^session[[:space:]]\+optional[[:space:]]\+pam_mkhomedir\.so umask=0077$' /etc/pam.d/sshd
 
 # Slurm's HealthCheckProgram (slurm.conf, spec.nodeHealth.check): checks the node's GPUs
 # and the site's script, and drains its own node when they fail. setup.sh's files sit next to it.

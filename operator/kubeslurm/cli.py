@@ -12,6 +12,7 @@ from .api import ManifestError, NodeSet, SlurmCluster, load_files
 from .api.crds import crd_file_name, custom_resource_definitions
 from .render.cluster_objects import desired_objects
 from .render.config.files import render_config_files
+from .render.config.sssd_conf import directory_files
 from .render.errors import RenderError
 from .render.k8s.config_hash import config_hash_key
 from .render.k8s.name_collisions import name_collisions
@@ -69,6 +70,17 @@ def _offline_database_password(cluster: SlurmCluster) -> str | None:
     return GENERATED_AT_APPLY_TIME
 
 
+def _offline_directory_files(cluster: SlurmCluster) -> dict[str, str] | None:
+    """sssd.conf and the CA in ldap mode, with what the operator reads from the named Secrets as placeholders."""
+    ldap = cluster.spec.identity.ldap
+    if ldap is None:
+        return None
+    ref = ldap.bind_password_secret_ref
+    password = f"<read-from-Secret-{ref.name}-key-{ref.key}-at-apply-time>" if ref is not None else None
+    ca = ldap.ca_certificate
+    return directory_files(cluster, password, f"# read from {ca.kind} {ca.ref.name}, key {ca.ref.key}, at apply time\n")
+
+
 def _decoded_secret(obj: dict) -> dict:
     if obj["kind"] != "Secret":
         return obj
@@ -91,6 +103,7 @@ def kubernetes_objects_offline(cluster: SlurmCluster, node_sets: list[NodeSet]) 
         obj for obj in desired_objects(
             cluster, node_sets, database_password=_offline_database_password(cluster),
             config_hash_key=config_hash_key(GENERATED_AT_APPLY_TIME.encode()),
+            directory_files=_offline_directory_files(cluster),
         )
         if obj["kind"] != "NodeSet"
     ]

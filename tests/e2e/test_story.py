@@ -30,6 +30,7 @@ from testbed import deployment
 from testbed.deployment import ROOT, DeploymentError
 from testbed.job_ledger import JobLedger
 from testbed.kubectl import Kube, KubectlError
+from testbed.ssh_client import Ssh, key_pair
 from testbed.waiting import WaitTimeout
 from testbed.waiting import wait_for as poll
 
@@ -340,29 +341,8 @@ def test_another_researcher_cannot_read_her_home(story):
 # -- ssh: researchers log in as themselves, from outside every pod -----------------------
 
 
-class Ssh:
-    """The ssh client of this host, with one known_hosts file and strict host-key checking."""
-
-    def __init__(self, directory, address: str, port: int):
-        self.directory, self.address, self.port = directory, address, port
-        self.known_hosts = directory / "known_hosts"
-
-    def run(self, user: str, key, command: str, first: bool = False) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["ssh", "-p", str(self.port), "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-             "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "ConnectTimeout=10",
-             "-o", f"StrictHostKeyChecking={'accept-new' if first else 'yes'}", f"{user}@{self.address}", command],
-            capture_output=True, text=True, timeout=300)
-
-
-def _key_pair(directory, name: str):
-    key = directory / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
 def test_a_researcher_logs_in_with_ssh_as_herself_and_submits(story, tmp_path):
-    alice_key, stranger_key = _key_pair(tmp_path, "alice"), _key_pair(tmp_path, "stranger")
+    alice_key, stranger_key = key_pair(tmp_path, "alice"), key_pair(tmp_path, "stranger")
     # the site's keys Secret: alice's key, and the same key offered for root (which must still be refused)
     story.kube.run("create", "secret", "generic", "research-keys", "-n", NAMESPACE,
                    f"--from-file=alice={tmp_path / 'alice.pub'}", f"--from-file=root={tmp_path / 'alice.pub'}")
@@ -398,10 +378,7 @@ def test_a_researcher_logs_in_with_ssh_as_herself_and_submits(story, tmp_path):
     for user, key in (("alice", stranger_key), ("root", alice_key), ("bob", alice_key)):
         refused = ssh.run(user, key, "id")
         assert refused.returncode == 255 and "Permission denied" in refused.stderr, (user, refused.stderr)
-    password = subprocess.run(
-        ["ssh", "-p", str(node_port), "-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password,keyboard-interactive",
-         "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={ssh.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-         f"alice@{address}", "id"], capture_output=True, text=True, timeout=60)
+    password = ssh.password_login("alice")
     assert password.returncode == 255 and "Permission denied (publickey)" in password.stderr, password.stderr
     # a new login pod presents the same host key: strict checking passes without a warning
     story.replace_pod(LOGIN)

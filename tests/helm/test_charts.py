@@ -282,6 +282,18 @@ def test_cluster_chart_external_database_by_nulling_the_default(helm):
     load_documents(objects, "helm template")
 
 
+def test_cluster_chart_reads_users_from_the_directory(helm):
+    objects = helm.template(
+        "research", CLUSTER_CHART, "-n", "hpc", "--set", "cluster.identity.mode=ldap",
+        "--set-json", 'cluster.identity.ldap={"uris": ["ldaps://ldap.example.org"], "searchBase": "dc=example,dc=org", '
+                      '"caCertificate": {"configMap": {"name": "site-ca"}}, "loginGroups": ["hpc users"]}',
+    )
+    identity = one(objects, "SlurmCluster")["spec"]["identity"]
+    assert identity["mode"] == "ldap" and identity["ldap"]["loginGroups"] == ["hpc users"]
+    (cluster,) = load_documents(objects, "helm template").clusters
+    assert cluster.spec.identity.ldap.ca_certificate.ref.name == "site-ca"
+
+
 # ---------------------------------------------------------------- refused values
 
 REFUSED = [
@@ -311,6 +323,9 @@ REFUSED = [
     (CLUSTER_CHART, ["--set", "cluster.scheduling.preemption=sometimes"], "/cluster/scheduling/preemption"),
     (CLUSTER_CHART, ["--set", "cluster.login.replicas=-1"], "/cluster/login/replicas"),
     (CLUSTER_CHART, ["--set", "cluster.controller.persistence.size=big"], "/cluster/controller/persistence/size"),
+    (CLUSTER_CHART, ["--set", "cluster.identity.mode=nis"], "/cluster/identity/mode"),
+    (CLUSTER_CHART, ["--set-json", 'cluster.identity.ldap={"uris": ["http://x"]}'], "/cluster/identity/ldap/uris/0"),
+    (CLUSTER_CHART, ["--set-json", 'cluster.identity.ldap={"searchBase": "dc=x\\nenumerate = true"}'], "/cluster/identity/ldap/searchBase"),
     (CLUSTER_CHART, ["--set", "clusterName=Research"], "/clusterName"),
     (CLUSTER_CHART, ["--set", "clusterName=" + "a" * 41], "/clusterName"),
 ]

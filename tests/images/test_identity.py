@@ -442,6 +442,57 @@ def test_sssd_refuses_a_config_others_can_read(unpacked, directory, tls):
         reset_sssd_state(root)
 
 
+def test_the_rendered_sssd_sidecar_serves_clients_that_mount_its_sockets_read_only(unpacked, directory, tls, alice_key):
+    """The sidecar of render/sssd_pods.py with the operator's rendered files, as a pod has them: the
+    Secret's files under /etc/sssd-secret, emptyDirs (mode 0777, no pipes/private) for its sockets and
+    cache. It makes them 0755, and a client container that mounts them read-only (nss, ssh keys)
+    gets every answer while an unprivileged user can place nothing there."""
+    from kubeslurm.api import load_documents
+    from kubeslurm.render.config.sssd_conf import directory_files
+    from kubeslurm.render.sssd_pods import SSSD_SECRET_MOUNT, sssd_container
+    from tests.unit.manifests import contract_documents, set_path
+
+    cluster_doc, *node_sets = contract_documents()
+    cluster_doc = set_path(cluster_doc, "spec.identity", {"mode": "ldap", "ldap": {
+        "uris": ["ldap://127.0.0.1"], "searchBase": SUFFIX, "bindDN": SSSD_BIND_DN,
+        "bindPasswordSecretRef": {"name": "sssd-bind"}, "caCertificate": {"configMap": {"name": "ca"}}}})
+    cluster = load_documents([cluster_doc, *node_sets]).clusters[0]
+    root = unpacked("slurm")
+    reset_sssd_state(root)
+    secret_dir = _mkdir(root / SSSD_SECRET_MOUNT.lstrip("/"))
+    for name, text in directory_files(cluster, directory.sssd_password, tls["ca.crt"].read_text()).items():
+        write(secret_dir / name, text, 0o400)
+    shutil.rmtree(root / "var/lib/sss/pipes/private")
+    for d in ("var/lib/sss/pipes", "var/lib/sss/mc"):
+        (root / d).chmod(0o777)  # as the kubelet makes an emptyDir
+    sidecar = RootProcess(root, sssd_container(cluster)["command"], netns=directory.netns,
+                          log=secret_dir.parent / "sidecar.log")
+    try:
+        probe = sssd_container(cluster)["startupProbe"]["exec"]["command"]
+        wait_for(lambda: in_slurm_root(root, probe)[0] == 0 or sidecar.proc.poll() is not None, 60, "the startup probe")
+        assert sidecar.proc.poll() is None, sidecar.output()
+        client = ("for d in /var/lib/sss/pipes /var/lib/sss/mc; do mount --bind $d $d && mount -o remount,bind,ro $d; done; "
+                  "stat -c '%a %U' /var/lib/sss/pipes /var/lib/sss/mc; getent passwd alice; id alice; sss_ssh_authorizedkeys alice; "
+                  "runuser -u nobody -- touch /var/lib/sss/pipes/planted 2>/dev/null && echo PLANTED; "
+                  "touch /var/lib/sss/pipes/planted 2>/dev/null && echo PLANTED-BY-ROOT; true")
+        rc, out = in_slurm_root(root, ["sh", "-c", client])
+        assert rc == 0, out
+        assert out.splitlines() == [
+            "755 root", "755 root", "alice:*:20001:20001:Alice Researcher:/home/alice:/bin/bash",
+            "uid=20001(alice) gid=20001(alice) groups=20001(alice),30001(researchers)", alice_key], out
+        assert (root / "etc/sssd/sssd.conf").stat().st_mode & 0o777 == 0o600
+    finally:
+        sidecar.kill()
+        shutil.rmtree(secret_dir, ignore_errors=True)
+        (root / "etc/sssd/ca.crt").unlink(missing_ok=True)
+        (root / "run/sssd.pid").unlink(missing_ok=True)  # a pod's restarted sidecar gets a new /run
+        (root / "var/lib/sss/pipes/private").mkdir(mode=0o750, exist_ok=True)
+        (root / "var/lib/sss/pipes/private").chmod(0o750)
+        (root / "var/lib/sss/pipes").chmod(0o755)
+        (root / "var/lib/sss/mc").chmod(0o775)
+        reset_sssd_state(root)
+
+
 def test_sssd_answers_from_the_directory(sssd, alice_key):
     rc, out = in_slurm_root(sssd, ["getent", "passwd", "alice"])
     assert rc == 0 and out.strip() == "alice:*:20001:20001:Alice Researcher:/home/alice:/bin/bash", out
@@ -515,6 +566,62 @@ def test_alice_logs_in_over_ssh_with_the_key_from_the_directory(sssd, directory,
             sshd.kill()
         shutil.rmtree(ssh.parent, ignore_errors=True)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_login_pod_s_rendered_sshd_admits_the_login_group_and_makes_the_home(sssd, directory, alice_keypair):
+    """The very sshd command a login pod runs in ldap mode (login_statefulset.sshd_command):
+    keys from the directory, PAM's account phase for the login group, pam_mkhomedir (the image's
+    /etc/pam.d/sshd) making alice's home at her first login, mode 0700."""
+    from kubeslurm.api import load_documents
+    from kubeslurm.render.login.statefulset import AUTHORIZED_KEYS_DIR, SSH_HOST_KEY_DIR, sshd_command
+    from kubeslurm.render.k8s.secrets import SSH_HOST_KEY_FILE
+    from tests.unit.manifests import contract_documents, set_path
+
+    cluster_doc, *node_sets = contract_documents()
+    cluster_doc = set_path(cluster_doc, "spec.identity", {"mode": "ldap", "ldap": {
+        "uris": ["ldap://127.0.0.1"], "searchBase": SUFFIX, "bindDN": SSSD_BIND_DN,
+        "bindPasswordSecretRef": {"name": "sssd-bind"}, "caCertificate": {"configMap": {"name": "ca"}},
+        "loginGroups": ["researchers"]}})
+    command = sshd_command(load_documents([cluster_doc, *node_sets]).clusters[0])
+    ssh = _mkdir(sssd / KST / "login-ssh")
+    host_key_dir, keys_dir = _mkdir(sssd / SSH_HOST_KEY_DIR.lstrip("/")), _mkdir(sssd / AUTHORIZED_KEYS_DIR.lstrip("/"))
+    home = sssd / "home/alice"
+    shutil.rmtree(home, ignore_errors=True)
+    sshd = None
+    try:
+        rc, out = in_slurm_root(sssd, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{SSH_HOST_KEY_DIR}/{SSH_HOST_KEY_FILE}"])
+        assert rc == 0, out
+        write(ssh / "known_hosts", "127.0.0.1 " + (host_key_dir / f"{SSH_HOST_KEY_FILE}.pub").read_text())
+        write(ssh / "alice", alice_keypair[1], 0o600)
+        sshd = RootProcess(sssd, command, netns=directory.netns, log=ssh.parent / "login-sshd.log")
+
+        def ssh_as(user: str) -> tuple[int, str]:
+            return run_in_root(sssd, ["ssh", "-F", "/dev/null", "-i", f"/{KST}/login-ssh/alice", "-o", "BatchMode=yes",
+                                      "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile=/{KST}/login-ssh/known_hosts",
+                                      "-o", "ConnectTimeout=5", f"{user}@127.0.0.1", "id; pwd; stat -c %U:%a ."],
+                               timeout=30, netns=directory.netns)
+
+        def logged_in():
+            if sshd.proc.poll() is not None:
+                return True
+            rc, out = ssh_as("alice")
+            return (rc, out) if rc == 0 else False
+
+        result = wait_for(logged_in, 30, "alice's login through the rendered sshd", interval=0.5)
+        assert sshd.proc.poll() is None, sshd.output()
+        assert result[1].splitlines()[-3:] == [
+            "uid=20001(alice) gid=20001(alice) groups=20001(alice),30001(researchers)", "/home/alice", "alice:700"], result
+        assert (home / ".bashrc").exists(), "the home is made from /etc/skel"
+        for user in ("root", "mallory"):
+            rc, out = ssh_as(user)
+            assert rc == 255 and "Permission denied (publickey)." in out, (user, out)
+    finally:
+        if sshd:
+            sshd.kill()
+        shutil.rmtree(ssh, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(host_key_dir, ignore_errors=True)
+        shutil.rmtree(keys_dir, ignore_errors=True)
 
 
 def test_a_user_added_while_sssd_runs_appears_in_bounded_time(sssd, directory):

@@ -101,6 +101,7 @@ def test_crds_install_and_print_columns(crds_installed):
 
 
 CLUSTER, GPU, CPU = documents_in("bad")
+LDAP_DIRECTORY = {"uris": ["ldap://ldap.example.org"], "searchBase": "dc=example,dc=org", "caCertificate": {"configMap": {"name": "ca"}}}
 
 BAD_MANIFESTS = [
     ("preemption enum", CLUSTER, ["spec", "scheduling", "preemption"], "sometimes", "spec.scheduling.preemption"),
@@ -167,6 +168,21 @@ BAD_MANIFESTS = [
      "spec.storage.home.nfs.path"),
     ("podTemplate volume named like a shared one", GPU, ["spec", "podTemplate"],
      {"spec": {"volumes": [{"name": "shared-data", "emptyDir": {}}]}}, "spec.storage.volumes"),
+    # issue 13: spec.identity, refused by the CRD's patterns and rules
+    ("ldap mode without its settings", CLUSTER, ["spec", "identity"], {"mode": "ldap"}, "identity.ldap is required with mode: ldap"),
+    ("ldap settings in local mode", CLUSTER, ["spec", "identity"], {"mode": "local", "ldap": LDAP_DIRECTORY},
+     "not allowed with mode: local"),
+    ("ldap uri schemes mixed", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "uris": ["ldap://a.example.org", "ldaps://b.example.org"]}}, "use one scheme"),
+    ("ldap bind DN without a password", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "bindDN": "cn=sssd,dc=example,dc=org"}}, "set bindDN and bindPasswordSecretRef together"),
+    ("ldap CA from two places", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "caCertificate": {"secret": {"name": "a"}, "configMap": {"name": "b"}}}},
+     "set exactly one of secret or configMap"),
+    ("ldap groups and filter", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "loginGroups": ["hpc"], "loginFilter": "(uid=*)"}}, "not both"),
+    ("ldap search base line injection", CLUSTER, ["spec", "identity"],
+     {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "searchBase": "dc=org\nldap_tls_reqcert = never"}}, "spec.identity.ldap.searchBase"),
     ("podTemplate GPU resource", GPU, ["spec", "podTemplate"],
      {"spec": {"containers": [{"name": "slurmd", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}, "GPUs come from spec.gpus"),
 ]
@@ -770,3 +786,60 @@ def test_replace_unhealthy_keeps_new_pods_off_a_node_with_a_listed_condition_unt
         eventually(lambda: exclusion("h100") == [], timeout=60, what=f"the exclusion of {node} lifted")
     finally:
         cp.kubectl("delete", "node", node, "--ignore-not-found")
+
+
+def test_ldap_mode_renders_sssd_from_the_named_secret_and_ca_and_refuses_what_is_missing_or_bad(operator, control_plane, namespace):
+    from testbed.directory import new_ca
+
+    cp = control_plane
+    docs = documents_in(namespace)
+    docs[0]["spec"]["identity"] = {"mode": "ldap", "ldap": {
+        "uris": ["ldap://directory.example.org"], "searchBase": "dc=example,dc=org", "bindDN": "cn=sssd,dc=example,dc=org",
+        "bindPasswordSecretRef": {"name": "sssd-bind"}, "caCertificate": {"configMap": {"name": "site-ca"}}}}
+    apply_example(cp, namespace, docs)
+
+    def degraded_with(reason):
+        def check():
+            found = condition(get(cp, "slurmcluster", "research", namespace), "Degraded")
+            return found if found and found["status"] == "True" and found["reason"] == reason else None
+        return check
+    missing = eventually(degraded_with("DirectorySettingMissing"), timeout=60, what="Degraded: the bind password Secret is missing")
+    assert "spec.identity.ldap.bindPasswordSecretRef" in missing["message"] and "sssd-bind" in missing["message"]
+    assert get(cp, "statefulset", "research-login", namespace) is None, "nothing is applied without the directory settings"
+
+    password = "Bind-pw-of-the-test"
+    cp.kubectl("create", "secret", "generic", "sssd-bind", "-n", namespace, f"--from-literal=password={password}")
+    cp.kubectl("create", "configmap", "site-ca", "-n", namespace, "--from-literal=ca.crt=not a certificate")
+    bad_ca = eventually(degraded_with("DirectorySettingInvalid"), timeout=60, what="Degraded: the CA is no certificate")
+    assert "spec.identity.ldap.caCertificate.configMap" in bad_ca["message"] and "site-ca" in bad_ca["message"]
+
+    ca = new_ca().certificate_pem
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap",
+                                                         "metadata": {"name": "site-ca", "namespace": namespace}, "data": {"ca.crt": ca}}))
+    secret = eventually(lambda: get(cp, "secret", "research-sssd", namespace), timeout=60, what="the Secret research-sssd")
+    files = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert files["ca.crt"] == ca and f"ldap_default_authtok = {password}" in files["sssd.conf"]
+    assert secret["metadata"]["ownerReferences"][0]["kind"] == "SlurmCluster"
+    wait_for_objects(cp, namespace)
+    for name in ("research-controller", "research-accounting", "research-login", "h100", "cpu"):
+        template = get(cp, "statefulset", name, namespace)["spec"]["template"]
+        sidecar = next(c for c in template["spec"]["initContainers"] if c["name"] == "sssd")
+        assert sidecar["restartPolicy"] == "Always", name  # the API server keeps a native sidecar
+        assert "kubeslurm.io/sssd-config-hash" in template["metadata"]["annotations"], name
+    config_maps = json.loads(cp.kubectl("get", "configmaps", "-n", namespace, "-o", "json").stdout)
+    assert password not in json.dumps(config_maps), "the bind password is in a ConfigMap"
+    assert password not in json.dumps(json.loads(cp.kubectl("get", "statefulsets", "-n", namespace, "-o", "json").stdout))
+    # a new password rolls the pods: the hash in the templates changes, the Secret follows
+    before = get(cp, "statefulset", "research-login", namespace)["spec"]["template"]["metadata"]["annotations"]["kubeslurm.io/sssd-config-hash"]
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "Secret",
+                                                         "metadata": {"name": "sssd-bind", "namespace": namespace},
+                                                         "stringData": {"password": "a-new-Bind-pw"}}))
+    eventually(lambda: get(cp, "statefulset", "research-login", namespace)["spec"]["template"]["metadata"]["annotations"]
+               ["kubeslurm.io/sssd-config-hash"] != before, timeout=90, what="the login template's sssd hash changed")
+    assert "ldap_default_authtok = a-new-Bind-pw" in base64.b64decode(
+        get(cp, "secret", "research-sssd", namespace)["data"]["sssd.conf"]).decode()
+    # the bind password may not be one of the operator's own Secrets
+    docs[0]["spec"]["identity"]["ldap"]["bindPasswordSecretRef"] = {"name": "research-auth-key", "key": "slurm.key"}
+    apply_example(cp, namespace, docs)
+    untrusted = eventually(degraded_with("UntrustedSecret"), timeout=60, what="Degraded: the bind password is the auth key")
+    assert "spec.identity.ldap.bindPasswordSecretRef" in untrusted["message"]

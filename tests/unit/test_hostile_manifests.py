@@ -83,6 +83,15 @@ STORAGE_CLUSTER = set_path(CLUSTER, "spec.storage", SITE_STORAGE)
 SSH_CLUSTER = set_path(CLUSTER, "spec.login.ssh", {"authorizedKeysSecret": "research-keys", "service": {"type": "NodePort"}})
 NFS_HOME_CLUSTER = set_path(CLUSTER, "spec.storage", {"home": {"nfs": {"server": "10.0.0.5", "path": "/export/home"}}})
 CLAIM_HOME_CLUSTER = set_path(CLUSTER, "spec.storage", {"home": {"existingClaim": {"name": "homes"}}})
+DIRECTORY = {  # every string of spec.identity.ldap, as a site with a bound service account writes them
+    "uris": ["ldap://ldap.example.org"], "searchBase": "dc=example,dc=org", "userSearchBase": "ou=people,dc=example,dc=org",
+    "groupSearchBase": "ou=groups,dc=example,dc=org", "bindDN": "cn=sssd,ou=services,dc=example,dc=org",
+    "bindPasswordSecretRef": {"name": "sssd-bind", "key": "password"}, "caCertificate": {"configMap": {"name": "site-ca", "key": "ca.crt"}},
+    "loginGroups": ["researchers"], "schema": "rfc2307", "sshPublicKeyAttribute": "sshPublicKey",
+}
+LDAP_CLUSTER = set_path(CLUSTER, "spec.identity", {"mode": "ldap", "ldap": DIRECTORY})
+FILTER_CLUSTER = set_path(set_path(LDAP_CLUSTER, "spec.identity.ldap.loginGroups", []), "spec.identity.ldap.loginFilter", "(uid=*)")
+SECRET_CA_CLUSTER = set_path(LDAP_CLUSTER, "spec.identity.ldap.caCertificate", {"secret": {"name": "site-ca", "key": "ca.crt"}})
 FULL_GPU = set_path(set_path(GPU_NODES, "spec.podTemplate", POD_TEMPLATE), "spec.nodeSelector", {"example.com/gpu": "h100"})
 
 # (documents, path to poison, base value, field path the error must name)
@@ -128,6 +137,31 @@ STRING_FIELDS = [
     ("volume-nfs-path", [STORAGE_CLUSTER], "spec.storage.volumes.2.nfs.path", "/export/sw", "spec.storage.volumes[2].nfs.path"),
     ("ssh-keys-secret", [SSH_CLUSTER], "spec.login.ssh.authorizedKeysSecret", "research-keys", "spec.login.ssh.authorizedKeysSecret"),
     ("ssh-service-type", [SSH_CLUSTER], "spec.login.ssh.service.type", "NodePort", "spec.login.ssh.service.type"),
+    ("identity-mode", [LDAP_CLUSTER], "spec.identity.mode", "ldap", "spec.identity.mode"),
+    ("ldap-uri", [LDAP_CLUSTER], "spec.identity.ldap.uris.0", "ldap://ldap.example.org", "spec.identity.ldap.uris[0]"),
+    ("ldap-search-base", [LDAP_CLUSTER], "spec.identity.ldap.searchBase", "dc=example,dc=org", "spec.identity.ldap.searchBase"),
+    ("ldap-user-base", [LDAP_CLUSTER], "spec.identity.ldap.userSearchBase", "ou=people,dc=example,dc=org",
+     "spec.identity.ldap.userSearchBase"),
+    ("ldap-group-base", [LDAP_CLUSTER], "spec.identity.ldap.groupSearchBase", "ou=groups,dc=example,dc=org",
+     "spec.identity.ldap.groupSearchBase"),
+    ("ldap-bind-dn", [LDAP_CLUSTER], "spec.identity.ldap.bindDN", "cn=sssd,ou=services,dc=example,dc=org", "spec.identity.ldap.bindDN"),
+    ("ldap-bind-secret", [LDAP_CLUSTER], "spec.identity.ldap.bindPasswordSecretRef.name", "sssd-bind",
+     "spec.identity.ldap.bindPasswordSecretRef.name"),
+    ("ldap-bind-key", [LDAP_CLUSTER], "spec.identity.ldap.bindPasswordSecretRef.key", "password",
+     "spec.identity.ldap.bindPasswordSecretRef.key"),
+    ("ldap-ca-config-map", [LDAP_CLUSTER], "spec.identity.ldap.caCertificate.configMap.name", "site-ca",
+     "spec.identity.ldap.caCertificate.configMap.name"),
+    ("ldap-ca-config-map-key", [LDAP_CLUSTER], "spec.identity.ldap.caCertificate.configMap.key", "ca.crt",
+     "spec.identity.ldap.caCertificate.configMap.key"),
+    ("ldap-ca-secret", [SECRET_CA_CLUSTER], "spec.identity.ldap.caCertificate.secret.name", "site-ca",
+     "spec.identity.ldap.caCertificate.secret.name"),
+    ("ldap-ca-secret-key", [SECRET_CA_CLUSTER], "spec.identity.ldap.caCertificate.secret.key", "ca.crt",
+     "spec.identity.ldap.caCertificate.secret.key"),
+    ("ldap-login-group", [LDAP_CLUSTER], "spec.identity.ldap.loginGroups.0", "researchers", "spec.identity.ldap.loginGroups[0]"),
+    ("ldap-login-filter", [FILTER_CLUSTER], "spec.identity.ldap.loginFilter", "(uid=*)", "spec.identity.ldap.loginFilter"),
+    ("ldap-schema", [LDAP_CLUSTER], "spec.identity.ldap.schema", "rfc2307", "spec.identity.ldap.schema"),
+    ("ldap-ssh-key-attribute", [LDAP_CLUSTER], "spec.identity.ldap.sshPublicKeyAttribute", "sshPublicKey",
+     "spec.identity.ldap.sshPublicKeyAttribute"),
     ("half-life", [FULL_CLUSTER], "spec.scheduling.fairShare.decayHalfLife", "7-0", "spec.scheduling.fairShare.decayHalfLife"),
     ("preemption", [FULL_CLUSTER], "spec.scheduling.preemption", "off", "spec.scheduling.preemption"),
     ("account", [FULL_CLUSTER], "spec.accounts.0.name", "vision", "spec.accounts[0].name"),

@@ -14,7 +14,7 @@ CONDITIONS_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys"
 class Condition(KubeModel):
     """One observation, as in metav1.Condition."""
 
-    type: str = Field(description="Ready, Progressing or Degraded.")
+    type: str = Field(description="Ready, Progressing or Degraded; in ldap mode also AccountUsersInDirectory (the users of spec.accounts the directory lacks).")
     status: Literal["True", "False", "Unknown"]
     reason: str = Field(description="A CamelCase word for programs: why the status is what it is.")
     message: str = Field(default="", description="What a human should know, and what to do about it.")

@@ -131,9 +131,9 @@ RelativePath = Annotated[str, Field(max_length=1024, pattern=RELATIVE_PATH_PATTE
 # named `<cluster>-<suffix>` (render/k8s/naming.py). A slurmd pod may read none of them, not even
 # another cluster's: whoever reads a key can forge any user of that cluster, and a
 # podTemplate may make a mounted Secret readable by every job (defaultMode).
-CLUSTER_SECRET_SUFFIXES = ("-auth-key", "-mariadb-password", "-slurmdbd-config", "-ssh-host-keys")
+CLUSTER_SECRET_SUFFIXES = ("-auth-key", "-mariadb-password", "-slurmdbd-config", "-ssh-host-keys", "-sssd")
 _CLUSTER_SECRET_MESSAGE = (
-    "Secrets named *-auth-key, *-mariadb-password, *-slurmdbd-config or *-ssh-host-keys are a kubeslurm cluster's keys and passwords: "
+    "Secrets named *-auth-key, *-mariadb-password, *-slurmdbd-config, *-ssh-host-keys or *-sssd are a kubeslurm cluster's keys and passwords: "
     "a slurmd pod gets only what the operator mounts"
 )
 _NOT_A_CLUSTER_SECRET = {

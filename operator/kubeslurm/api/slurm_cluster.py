@@ -22,7 +22,6 @@ from .names import (
     RESERVED_ACCOUNT_NAMES,
     RESERVED_NODE_SET_NAMES,
     RESERVED_PARTITION_NAMES,
-    SECRET_KEY_PATTERN,
     SLURM_CONF_KEY_HELP,
     SLURM_CONF_KEY_PATTERN,
     SLURM_CONF_VALUE_HELP,
@@ -31,8 +30,10 @@ from .names import (
     UNIX_USER_PATTERN,
     matching,
 )
+from .identity import IdentitySpec
 from .node_health import NodeHealthSpec
 from .quantity import QUANTITY_PATTERN
+from .secret_ref import SecretKeyRef
 from .slurm_time import SLURM_DURATION_PATTERN
 from .storage import StorageSpec
 
@@ -103,17 +104,6 @@ class InternalDatabase(KubeModel):
     size: str = Field(default="2Gi", pattern=QUANTITY_PATTERN, description="PVC size of the MariaDB data.")
     storage_class_name: StorageClassName | None = Field(default=None, description="StorageClass of the MariaDB PVC.")
     image: Image = Field(default=DEFAULT_MARIADB_IMAGE, description="The MariaDB image.")
-
-
-class SecretKeyRef(KubeModel):
-    name: str = Field(
-        min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=DNS_SUBDOMAIN_PATTERN,
-        description="Secret name, in the SlurmCluster's namespace (a DNS subdomain).",
-    )
-    key: str = Field(
-        default="password", min_length=1, max_length=MAX_DNS_SUBDOMAIN, pattern=SECRET_KEY_PATTERN,
-        description="Key inside the Secret: letters, digits, '-', '_' and '.'.",
-    )
 
 
 class ExternalDatabase(KubeModel):
@@ -337,6 +327,10 @@ class SlurmClusterSpec(KubeModel):
     controller: ControllerSpec = Field(default_factory=ControllerSpec, description="slurmctld: its state volume and an optional backup.")
     accounting: AccountingSpec = Field(default_factory=AccountingSpec, description="slurmdbd and its database (sacct, sshare, fair-share, limits).")
     login: LoginSpec = Field(default_factory=LoginSpec, description="Login pods where users run sbatch, srun, squeue, sacct.")
+    identity: IdentitySpec = Field(
+        default_factory=IdentitySpec,
+        description="Who the researchers are: local (the users of accounts) or ldap (the site's directory through SSSD in every Slurm pod).",
+    )
     storage: StorageSpec = Field(
         default_factory=StorageSpec,
         description="Shared file systems (homes, datasets, scratch) mounted at the same path in every login and slurmd pod.",

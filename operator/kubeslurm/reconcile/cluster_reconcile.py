@@ -28,6 +28,8 @@ from ..render.k8s.name_collisions import name_collisions, object_label
 from ..render.k8s.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
+from .directory_settings import read_directory_settings
+from .directory_users import DirectoryChecks, check_directory_users
 from .events import EventRecorder
 from .kube_api import KubeApi
 from .publish_metrics import publish_cluster_metrics
@@ -51,6 +53,7 @@ class ClusterReconciler:
         self.api = api
         self.slurm_for = slurm_for
         self.events = events
+        self.directory_checks = DirectoryChecks()
 
     # ---- entry point -------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> Run | None:
@@ -64,6 +67,7 @@ class ClusterReconciler:
             ("CheckStorage", self.check_storage),
             ("RecordUnixIds", lambda run: record_unix_ids(self.api, run)),
             ("EnsureSecrets", self.ensure_secrets),
+            ("ReadDirectorySettings", lambda run: read_directory_settings(self.api, run)),
             ("ObserveKubernetes", self.observe_kubernetes),
             ("ObserveSlurm", self.observe_slurm),
             ("PlanScaling", self.plan_scaling),
@@ -71,6 +75,7 @@ class ClusterReconciler:
             ("Apply", lambda run: apply_desired(self.api, run)),
             ("Prune", lambda run: prune_undesired(self.api, self.events, run)),
             ("SyncSlurm", lambda run: sync_slurm(self.api, self.events, run)),
+            ("CheckDirectoryUsers", lambda run: check_directory_users(self.events, self.directory_checks, run)),
         ]
         with timed_reconcile(namespace, name):
             try:
@@ -265,7 +270,7 @@ class ClusterReconciler:
                 run.cluster, run.models, database_password=run.database_password, config_hash_key=run.config_hash_key,
                 placements=_placements(run),
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
-                unix_ids=run.unix_ids,
+                unix_ids=run.unix_ids, directory_files=run.directory_files,
                 avoided_nodes=avoided_nodes(run.k8s_nodes, run.cluster.spec.node_health.drain_on_node_conditions),
             )
         except RenderError as error:

@@ -3,12 +3,13 @@
 Pods, and the files users write from them, carry these uids, so the assignment must outlive
 any one reconcile: it is written to the status first (only when a user is new), and the
 render that follows reads it from the run. A reconcile that fails after this step has still
-recorded what it may have applied; one that fails before has rendered nothing.
+recorded what it may have applied; one that fails before has rendered nothing. In ldap mode
+(spec.identity) no uid is assigned: the directory's are the ones pods and files carry.
 """
 
 from ..api import SlurmClusterStatus
 from ..ownership import SLURM_CLUSTER
-from kubeslurm.render.unix_ids import assign_unix_ids
+from ..render.unix_ids import assign_unix_ids
 from .kube_api import KubeApi
 from .run_state import Run
 
@@ -16,6 +17,10 @@ from .run_state import Run
 def record_unix_ids(api: KubeApi, run: Run) -> None:
     status = run.raw.get("status") or {}
     recorded = status.get("unixIds") or {}
+    if run.cluster.spec.identity.mode == "ldap":
+        # The directory gives every uid; what was recorded before stays (files may carry it).
+        run.unix_ids = dict(recorded) if recorded else None
+        return
     users = (user for account in run.cluster.spec.accounts for user in account.users)
     assignment = assign_unix_ids(users, recorded)  # refuses a hand-edited table that shares or leaves the range
     if assignment != recorded:

@@ -35,6 +35,8 @@ class Run:
     node_sets: list[NodeSetState] = field(default_factory=list)
     database_password: str | None = None
     config_hash_key: bytes | None = None  # keys the hash of slurmdbd.conf (render/k8s/config_hash.py)
+    # sssd.conf and ca.crt in ldap mode (spec.identity), read by ReadDirectorySettings
+    directory_files: dict[str, str] | None = None
     # Kubernetes, read once: the cluster's listed objects by (kind, name), its slurmd
     # pods, the Kubernetes nodes (only when there are slurmd pods), the controller pods.
     live: dict[tuple[str, str], dict] = field(default_factory=dict)
@@ -53,6 +55,8 @@ class Run:
     topology_nodes_hash: str | None = None
     # account -> users kubeslurm has made in Slurm (status.appliedAccounts), once SyncSlurm knows
     applied_accounts: dict[str, list[str]] | None = None
+    # in ldap mode: the users of spec.accounts the directory lacks, once CheckDirectoryUsers asked (directory_users)
+    users_missing_from_directory: list[str] | None = None
     # the uid assignment (status.unixIds), recorded before anything is rendered with it
     unix_ids: dict[str, int] | None = None
 

@@ -60,7 +60,7 @@ def require_cluster_owned(secret: dict, cluster_raw: dict) -> None:
     )
 
 
-def _data(secret: dict, key: str) -> bytes | None:
+def secret_value(secret: dict, key: str) -> bytes | None:
     value = (secret.get("data") or {}).get(key)
     if value is None:
         return None
@@ -73,7 +73,7 @@ def _data(secret: dict, key: str) -> bytes | None:
 def auth_key(secret: dict, cluster_raw: dict) -> bytes:
     """The bytes of the cluster's auth key Secret, once it is the cluster's and long enough."""
     require_cluster_owned(secret, cluster_raw)
-    key = _data(secret, AUTH_KEY_FILE)
+    key = secret_value(secret, AUTH_KEY_FILE)
     if key is None or len(key) < MIN_AUTH_KEY_BYTES:
         held = "no" if key is None else f"only {len(key)} bytes of"
         raise StepFailed(
@@ -86,7 +86,7 @@ def auth_key(secret: dict, cluster_raw: dict) -> bytes:
 
 
 def _password(secret: dict, key: str, field: str, fix: str) -> str:
-    raw = _data(secret, key)
+    raw = secret_value(secret, key)
     try:
         password = raw.decode("ascii") if raw is not None else None
     except UnicodeDecodeError:
@@ -112,7 +112,7 @@ def generated_database_password(secret: dict, cluster_raw: dict) -> str:
 def ssh_host_key(secret: dict, cluster_raw: dict) -> None:
     """The login pods' host key Secret is used once it is the cluster's and holds a usable key."""
     require_cluster_owned(secret, cluster_raw)
-    problem = host_key_problem(_data(secret, SSH_HOST_KEY_FILE))
+    problem = host_key_problem(secret_value(secret, SSH_HOST_KEY_FILE))
     if problem:
         raise StepFailed(
             STEP, INVALID,

@@ -222,6 +222,17 @@ class SlurmControl:
         users = self._ok(["sacctmgr", "--noheader", "--parsable2", "show", "user", "format=User,DefaultAccount"])
         return parse_associations(assoc, users)
 
+    def known_users(self, names: list[str]) -> set[str]:
+        """Which of `names` the controller pod's name service knows (its files, then the directory
+        through SSSD in ldap mode): one `getent passwd` for all of them, which prints the entries
+        it found and exits 2 when any name is missing."""
+        if not names:
+            return set()
+        result = self.run(["getent", "passwd", *names], timeout=60)
+        if result.returncode not in (0, 2):
+            raise SlurmCommandError(f"getent passwd failed ({result.returncode}): {(result.stderr or result.stdout).strip()[:200]}")
+        return parse_passwd_names(result.stdout) & set(names)
+
     def remove_associations(self, removals: list[AssociationRemoval]) -> list[AssociationRemoval]:
         """Run each removal's commands; return the removals Slurm refused because jobs are active
         (they are tried again later). An association that is gone already counts as removed."""
@@ -240,6 +251,11 @@ class SlurmControl:
                     break
                 raise SlurmCommandError(f"sacctmgr {shlex.join(args)} failed: {text.strip()}")
         return waiting
+
+
+def parse_passwd_names(text: str) -> set[str]:
+    """The user names of passwd lines (`name:x:uid:gid:gecos:home:shell`)."""
+    return {line.split(":", 1)[0] for line in text.splitlines() if line.count(":") >= 6}
 
 
 def parse_associations(assoc: str, users: str) -> SlurmAssociations:

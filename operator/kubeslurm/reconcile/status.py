@@ -12,6 +12,7 @@ from ..ownership import NODE_SET, NODE_SET_KIND, SLURM_CLUSTER, Kind
 from ..render.k8s import naming
 from ..render.k8s.labels import SLURMD, label_selector_string, selector_labels
 from .conditions_report import conditions_for, same_conditions
+from .directory_users import with_directory_users_condition
 from .events import EventRecorder
 from .kube_api import KubeApi
 from .pod_problems import pod_problems
@@ -79,6 +80,7 @@ def cluster_status(run: Run, failure: StepFailed | None, old: dict) -> SlurmClus
         progressing="; ".join(run.progressing) or None,
         degraded=degraded,
     )
+    fields["conditions"] = with_directory_users_condition(fields["conditions"], run, run.raw["metadata"].get("generation"))
     return SlurmClusterStatus.model_validate(fields)
 
 

@@ -27,12 +27,13 @@ from kubeslurm.render.database.services import database_address_service, databas
 from kubeslurm.render.database.statefulset import database_data_claim, database_network_policy, database_stateful_set
 from kubeslurm.render.k8s.disruption_budgets import controller_disruption_budget, running_jobs_disruption_budget
 from kubeslurm.render.k8s.metadata import owner_reference, owned_by_cluster
-from kubeslurm.render.k8s.secrets import auth_key_secret, database_password_secret, accounting_config_secret, ssh_host_key_secret
+from kubeslurm.render.k8s.secrets import auth_key_secret, database_password_secret, accounting_config_secret, ssh_host_key_secret, sssd_config_secret
 from kubeslurm.render.login.services import login_service, ssh_service
 from kubeslurm.render.login.statefulset import login_stateful_set
 from kubeslurm.render.shared_storage import storage_claims
 from kubeslurm.render.slurmd.services import node_set_service
 from kubeslurm.render.slurmd.statefulset import slurmd_stateful_set
+from kubeslurm.render.sssd_pods import sssd_config_hash, uses_directory
 
 __all__ = [
     "auth_key_secret", "cluster_objects", "database_password_secret", "desired_objects", "node_set_objects", "owner_reference",
@@ -50,6 +51,7 @@ def desired_objects(
     replicas: Mapping[str, int] | None = None,
     unix_ids: Mapping[str, int] | None = None,
     avoided_nodes: Collection[str] = (),
+    directory_files: Mapping[str, str] | None = None,
 ) -> list[dict]:
     """Every object the operator applies for one cluster, in apply order.
 
@@ -60,15 +62,19 @@ def desired_objects(
     is the assignment for the spec alone (offline render, or a cluster's first reconcile).
     avoided_nodes: Kubernetes nodes with health trouble that the pods of NodeSets with
     replaceUnhealthy must not be scheduled to (reconcile/replacement.py).
+    directory_files: in ldap mode (spec.identity), sssd.conf and the CA (sssd_conf.directory_files).
     """
     users = slurm_pod.unix_users(cluster, unix_ids)
     objects = cluster_objects(
         cluster, node_sets, database_password=database_password, config_hash_key=config_hash_key, placements=placements,
-        users=users,
+        users=users, directory_files=directory_files,
     )
+    sssd_hash = _sssd_hash(cluster, directory_files, config_hash_key)
     for node_set in node_sets:
-        objects += node_set_objects(cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users,
-                                    avoided_nodes=avoided_nodes if node_set.spec.replace_unhealthy else ())
+        objects += node_set_objects(
+            cluster, node_set, replicas=(replicas or {}).get(node_set.metadata.name), users=users, sssd_hash=sssd_hash,
+            avoided_nodes=avoided_nodes if node_set.spec.replace_unhealthy else (),
+        )
     objects += [owned_by_cluster(node_set, cluster) for node_set in node_sets]
     return objects
 
@@ -81,6 +87,7 @@ def cluster_objects(
     config_hash_key: bytes | None = None,
     placements: dict[str, dict[str, str]] | None = None,
     users: slurm_pod.UnixUsers | None = None,
+    directory_files: Mapping[str, str] | None = None,
 ) -> list[dict]:
     """The objects owned by the SlurmCluster, in apply order (configs before the pods that mount them).
 
@@ -92,16 +99,21 @@ def cluster_objects(
     of slurmdbd.conf in slurmdbd's pod template. Required when accounting is enabled.
     placements: Slurm node name -> labels of its Kubernetes node, for topology.conf.
     users: the account users with their uids (slurm_pod.unix_users); None: the spec alone's.
+    directory_files: sssd.conf and the CA certificate (sssd_conf.directory_files); required in
+    ldap mode (spec.identity), with config_hash_key (sssd.conf may hold the bind password).
     """
     if users is None:
         users = slurm_pod.unix_users(cluster)
     files = render_config_files(cluster, node_sets, placements)
-    objects = [
-        slurm_config_map(cluster, files),
+    sssd_hash = _sssd_hash(cluster, directory_files, config_hash_key)
+    objects = [slurm_config_map(cluster, files)]
+    if sssd_hash is not None:
+        objects.append(sssd_config_secret(cluster, dict(directory_files)))
+    objects += [
         controller_state_claim(cluster),
         controller_service(cluster),
         *controller_address_services(cluster),
-        controller_stateful_set(cluster, files, users=users),
+        controller_stateful_set(cluster, files, users=users, sssd_hash=sssd_hash),
     ]
     if cluster.spec.controller.backup:
         objects.append(controller_disruption_budget(cluster))
@@ -123,7 +135,7 @@ def cluster_objects(
             accounting_config_secret(cluster, slurmdbd_conf),
             accounting_service(cluster),
             accounting_address_service(cluster),
-            accounting_stateful_set(cluster, slurmdbd_conf, config_hash_key, users=users),
+            accounting_stateful_set(cluster, slurmdbd_conf, config_hash_key, users=users, sssd_hash=sssd_hash),
         ]
         if accounting.database.internal is not None:
             objects += [
@@ -131,21 +143,35 @@ def cluster_objects(
                 database_stateful_set(cluster), database_network_policy(cluster),
             ]
     objects += storage_claims(cluster)
-    objects += [login_service(cluster), login_stateful_set(cluster, users=users)]
+    objects += [login_service(cluster), login_stateful_set(cluster, users=users, sssd_hash=sssd_hash)]
     if cluster.spec.login.ssh.enabled:
         objects.append(ssh_service(cluster))
     return objects
 
 
+def _sssd_hash(cluster: SlurmCluster, directory_files: Mapping[str, str] | None, config_hash_key: bytes | None) -> str | None:
+    """The keyed hash of the directory files that rolls pods in ldap mode; None in local mode."""
+    if not uses_directory(cluster):
+        return None
+    where = f"SlurmCluster {cluster.metadata.namespace}/{cluster.metadata.name} reads users from the directory"
+    if directory_files is None:
+        raise ValueError(f"{where}: pass directory_files (sssd.conf and the CA certificate, sssd_conf.directory_files)")
+    if config_hash_key is None:
+        raise ValueError(f"{where}: pass config_hash_key: sssd.conf may hold the bind password and is never hashed without a key")
+    return sssd_config_hash(dict(directory_files), config_hash_key)
+
+
 def node_set_objects(
     cluster: SlurmCluster, node_set: NodeSet, *, replicas: int | None = None, users: slurm_pod.UnixUsers | None = None,
     avoided_nodes: Collection[str] = (),
+    sssd_hash: str | None = None,
 ) -> list[dict]:
     """The objects owned by the NodeSet: deleting it removes its pods and their budget.
 
     replicas: the StatefulSet's replicas when they must differ from spec.replicas
     (the operator lowers them only after draining the nodes a scale-down removes).
     users: the account users with their uids (slurm_pod.unix_users); None: the spec alone's.
+    sssd_hash: in ldap mode, the keyed hash of the directory files (sssd_pods.sssd_config_hash).
     """
     if (node_set.metadata.namespace, node_set.spec.cluster_name) != (cluster.metadata.namespace, cluster.metadata.name):
         raise ValueError(
@@ -154,7 +180,9 @@ def node_set_objects(
         )
     return [
         node_set_service(node_set),
-        slurmd_stateful_set(cluster, node_set, replicas=replicas, users=slurm_pod.unix_users(cluster) if users is None else users,
-                            avoided_nodes=avoided_nodes),
+        slurmd_stateful_set(
+            cluster, node_set, replicas=replicas, users=slurm_pod.unix_users(cluster) if users is None else users,
+            sssd_hash=sssd_hash, avoided_nodes=avoided_nodes,
+        ),
         running_jobs_disruption_budget(node_set),
     ]

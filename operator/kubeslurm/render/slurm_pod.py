@@ -29,7 +29,8 @@ without spec.storage.home a job's files stay in its pod). The uids come from the
 cluster's recorded assignment (render/unix_ids.py: a user keeps its uid forever, two
 users never share one), so pods rendered at different times agree. Sites with
 a directory service should ship it in the image: these are local accounts without
-passwords, enough for `su`/`kubectl exec` and for Slurm.
+passwords, enough for `su`/`kubectl exec` and for Slurm. In ldap mode (spec.identity) none
+of this happens: SSSD in every pod answers from the directory (render/sssd_pods.py).
 """
 
 from collections.abc import Mapping, Sequence
@@ -99,7 +100,10 @@ UnixUsers = tuple[tuple[str, int], ...]
 
 
 def _names_users(cluster: SlurmCluster) -> bool:
-    return any(account.users for account in cluster.spec.accounts)
+    """Whether the pods make local users: those of spec.accounts in local mode. In ldap mode
+    (spec.identity) the directory, through SSSD (render/sssd_pods.py), knows every user, and
+    directory users get their homes at their first ssh login (login_statefulset.sshd_command)."""
+    return cluster.spec.identity.mode == "local" and any(account.users for account in cluster.spec.accounts)
 
 
 def unix_users(cluster: SlurmCluster, unix_ids: Mapping[str, int] | None = None) -> UnixUsers:

@@ -26,6 +26,7 @@ from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.config_hash import CONFIG_HASH_ANNOTATION, keyed_config_hash
 from kubeslurm.render.k8s.secrets import SLURMDBD_CONF_FILE
 from kubeslurm.render.k8s.statefulset import stateful_set
+from kubeslurm.render.sssd_pods import add_sssd
 
 TERMINATION_GRACE_SECONDS = 60
 STARTUP_SECONDS = 300
@@ -54,9 +55,10 @@ def database_env(host: str, port: int) -> list[dict]:
 
 
 def accounting_stateful_set(
-    cluster: SlurmCluster, slurmdbd_conf: str, config_hash_key: bytes, *, users: slurm_pod.UnixUsers
+    cluster: SlurmCluster, slurmdbd_conf: str, config_hash_key: bytes, *, users: slurm_pod.UnixUsers,
+    sssd_hash: str | None = None,
 ) -> dict:
-    """config_hash_key: config_hash.config_hash_key of the cluster's auth key."""
+    """config_hash_key: config_hash.config_hash_key of the cluster's auth key; sssd_hash: see add_sssd."""
     name = cluster.metadata.name
     statefulset = naming.accounting_statefulset(name)
     pod_labels = labels.object_labels(name, labels.ACCOUNTING)
@@ -95,5 +97,5 @@ def accounting_stateful_set(
         selector=labels.selector_labels(name, labels.ACCOUNTING),
         service_name=statefulset,
         replicas=1,
-        template=pods.pod_template(pod_labels, annotations, spec),
+        template=add_sssd(cluster, pods.pod_template(pod_labels, annotations, spec), ("slurmdbd",), sssd_hash),
     )

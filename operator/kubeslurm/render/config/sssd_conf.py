@@ -45,25 +45,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kubeslurm.api import SlurmCluster
+from kubeslurm.api.identity import (
+    ATTRIBUTE_NAME_PATTERN,
+    DN_PATTERN,
+    GROUP_NAME_PATTERN,
+    LDAP_FILTER_PATTERN,
+    LDAP_URI_PATTERN,
+    balanced_parentheses,
+    uri_port_problem,
+)
 from kubeslurm.render.config.templates import render_template
 
 SSSD_CONF_PATH = "/etc/sssd/sssd.conf"
 SSSD_CONF_MODE = 0o600
 SSSD_COMMAND = ("sssd", "-i", "--logger=stderr")
 
-_DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST = rf"(?:{_DNS_LABEL}(?:\.{_DNS_LABEL})*|\[[0-9A-Fa-f:.]+\])"
-LDAP_URI = re.compile(rf"(?P<scheme>ldaps?)://{_HOST}(?::(?P<port>[0-9]{{1,5}}))?/?")
-# A DN of plain RDNs: attr=value, values of letters, digits, space . _ ' - (no
-# escapes, no multi-valued RDNs): what suffixes, OUs and service accounts look like.
-_RDN = r"[A-Za-z][A-Za-z0-9-]*=[A-Za-z0-9](?:[A-Za-z0-9 ._'-]*[A-Za-z0-9])?"
-DISTINGUISHED_NAME = re.compile(rf"{_RDN}(?:,{_RDN})*")
+LDAP_URI = re.compile(LDAP_URI_PATTERN)
+DISTINGUISHED_NAME = re.compile(DN_PATTERN)
 FILE_PATH = re.compile(r"(?:/[A-Za-z0-9._-]+)+")
-# Comma separates groups in simple_allow_groups, so no group name may hold one.
-GROUP_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_. -]{0,254}[A-Za-z0-9_.-])?")
-# An LDAP search filter of the usual characters; parentheses are also counted.
-LDAP_FILTER = re.compile(r"\([A-Za-z0-9=&|!()*.,_ :<>~'-]*\)")
-ATTRIBUTE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,63}")
+GROUP_NAME = re.compile(GROUP_NAME_PATTERN)
+LDAP_FILTER = re.compile(LDAP_FILTER_PATTERN)
+ATTRIBUTE_NAME = re.compile(ATTRIBUTE_NAME_PATTERN)
 DOMAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 # The password is the rest of its `key = value` line: any printable ASCII
 # character can stand there, '[' and '#' included (a section or comment only
@@ -120,10 +123,10 @@ class SssdConfig:
         schemes = set()
         for uri in self.uris:
             _check("uris", uri, LDAP_URI, "an ldap://host[:port] or ldaps://host[:port] URI")
-            match = LDAP_URI.fullmatch(uri)
-            if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
-                raise ValueError(f"uris: {uri!r} has no valid port (1 to 65535)")
-            schemes.add(match["scheme"])
+            problem = uri_port_problem(uri)
+            if problem:
+                raise ValueError(f"uris: {problem}")
+            schemes.add(uri.split("://", 1)[0])
         if len(schemes) > 1:
             raise ValueError("uris: mix of ldap:// and ldaps://; use one scheme "
                              "(ldap:// always uses StartTLS, so either is encrypted)")
@@ -147,7 +150,7 @@ class SssdConfig:
         if self.login_filter is not None:
             _check("login_filter", self.login_filter, LDAP_FILTER,
                    "an LDAP filter in parentheses, like (memberOf=cn=hpc,ou=groups,dc=example,dc=org)")
-            if not _balanced(self.login_filter):
+            if not balanced_parentheses(self.login_filter):
                 raise ValueError(f"login_filter: {self.login_filter!r} has unbalanced parentheses")
             if self.login_groups:
                 raise ValueError("login_filter: give login_groups or login_filter, not both")
@@ -164,15 +167,6 @@ class SssdConfig:
     @property
     def start_tls(self) -> bool:
         return self.uris[0].startswith("ldap://")
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for char in text:
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 def _search_bases(bases: tuple[str, ...]) -> str | None:
@@ -211,3 +205,40 @@ def render_sssd_conf(config: SssdConfig, bind_password: str | None = None) -> st
         user_search_base=_search_bases(config.user_search_bases),
         group_search_base=_search_bases(config.group_search_bases),
     )
+
+
+SSSD_CONF_FILE = "sssd.conf"
+CA_CERT_FILE = "ca.crt"
+CA_CERT_PATH = f"/etc/sssd/{CA_CERT_FILE}"
+
+
+def sssd_config_of(cluster: SlurmCluster) -> SssdConfig:
+    """The SssdConfig that spec.identity.ldap asks for (the cluster must be in ldap mode)."""
+    ldap = cluster.spec.identity.ldap
+    if ldap is None:
+        raise ValueError(f"SlurmCluster {cluster.metadata.name}: spec.identity.ldap is not set (mode: {cluster.spec.identity.mode})")
+    return SssdConfig(
+        uris=tuple(ldap.uris),
+        search_base=ldap.search_base,
+        ca_cert_path=CA_CERT_PATH,
+        bind_dn=ldap.bind_dn,
+        user_search_bases=(ldap.user_search_base,) if ldap.user_search_base else (),
+        group_search_bases=(ldap.group_search_base,) if ldap.group_search_base else (),
+        login_groups=tuple(ldap.login_groups),
+        login_filter=ldap.login_filter,
+        ssh_public_key_attribute=ldap.ssh_public_key_attribute,
+        schema=ldap.schema_,
+        entry_cache_timeout=ldap.cache_timeout_seconds,
+        entry_negative_timeout=ldap.negative_cache_timeout_seconds,
+        min_id=ldap.min_id,
+    )
+
+
+def directory_files(cluster: SlurmCluster, bind_password: str | None, ca_certificate: str) -> dict[str, str]:
+    """sssd.conf and the CA certificate: what the Secret <cluster>-sssd holds (render/k8s/secrets.py).
+
+    bind_password: read from spec.identity.ldap.bindPasswordSecretRef (None without bindDN);
+    ca_certificate: the PEM text spec.identity.ldap.caCertificate names."""
+    if not ca_certificate.strip():
+        raise ValueError("ca_certificate: empty; spec.identity.ldap.caCertificate must name a PEM certificate")
+    return {SSSD_CONF_FILE: render_sssd_conf(sssd_config_of(cluster), bind_password), CA_CERT_FILE: ca_certificate}

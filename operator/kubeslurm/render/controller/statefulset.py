@@ -28,6 +28,7 @@ from kubeslurm.render import slurm_pod
 from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.config_hash import CONFIG_HASH_ANNOTATION, config_hash
 from kubeslurm.render.k8s.statefulset import stateful_set
+from kubeslurm.render.sssd_pods import add_sssd
 
 STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 STATE_VOLUME = "state"
@@ -44,7 +45,10 @@ def _apart(selector: dict[str, str]) -> dict:
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}}
 
 
-def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str], *, users: slurm_pod.UnixUsers) -> dict:
+def controller_stateful_set(
+    cluster: SlurmCluster, config_files: dict[str, str], *, users: slurm_pod.UnixUsers, sssd_hash: str | None = None
+) -> dict:
+    """sssd_hash: sssd_pods.sssd_config_hash of the directory files, in ldap mode (spec.identity)."""
     name = cluster.metadata.name
     statefulset = naming.controller_statefulset(name)
     pod_labels = labels.object_labels(name, labels.CONTROLLER)
@@ -84,6 +88,7 @@ def controller_stateful_set(cluster: SlurmCluster, config_files: dict[str, str],
     if cluster.spec.controller.backup:
         spec["affinity"] = _apart(selector)
     template = pods.pod_template(pod_labels, {CONFIG_HASH_ANNOTATION: config_hash(config_files)}, spec)
+    add_sssd(cluster, template, ("slurmctld",), sssd_hash)
     return stateful_set(
         name=statefulset,
         owner=cluster,

@@ -125,6 +125,11 @@ def ssh_host_key_secret(cluster: str) -> str:
     return f"{cluster}-ssh-host-keys"
 
 
+def sssd_secret(cluster: str) -> str:
+    """sssd.conf (with the directory's bind password) and the directory's CA certificate."""
+    return f"{cluster}-sssd"
+
+
 def home_claim(cluster: str) -> str:
     """The claim spec.storage.home.newClaim makes."""
     return f"{cluster}-home"

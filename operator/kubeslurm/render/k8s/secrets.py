@@ -1,4 +1,4 @@
-"""The Secrets: the Slurm auth key, the internal database password and slurmdbd.conf.
+"""The Secrets: the Slurm auth key, the internal database password, slurmdbd.conf, the ssh host key and sssd.conf.
 
 The builders only wrap what they are given: the handler generates the key and the
 password once (never here, never offline) and creates those two Secrets once. They
@@ -67,3 +67,9 @@ def ssh_host_key_secret(cluster: SlurmCluster, private_key: bytes) -> dict:
     """The login pods' sshd host key (OpenSSH format), generated once: every login pod, also a
     replaced or an added one, presents the same key, so researchers never see a host-key warning."""
     return _secret(cluster, naming.ssh_host_key_secret(cluster.metadata.name), labels.LOGIN, {SSH_HOST_KEY_FILE: private_key}, True)
+
+
+def sssd_config_secret(cluster: SlurmCluster, files: dict[str, str]) -> dict:
+    """sssd.conf and the directory's CA certificate (render/config/sssd_conf.directory_files): sssd.conf holds
+    the bind password, so the pair is a Secret, and it changes with the spec or the referenced Secrets."""
+    return _secret(cluster, naming.sssd_secret(cluster.metadata.name), None, files, immutable=False)

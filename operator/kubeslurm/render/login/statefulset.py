@@ -35,6 +35,7 @@ from kubeslurm.render import slurm_pod
 from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.secrets import SSH_HOST_KEY_FILE
 from kubeslurm.render.k8s.statefulset import stateful_set
+from kubeslurm.render.sssd_pods import add_sssd, uses_directory
 
 TERMINATION_GRACE_SECONDS = 30
 SACKD = "/usr/sbin/sackd"
@@ -42,6 +43,9 @@ SACKD = "/usr/sbin/sackd"
 SLURM_UID = 64030
 SESSIONS_CONTAINER = "login"
 SSHD = "/usr/sbin/sshd"
+SSS_SSH_AUTHORIZEDKEYS = "/usr/bin/sss_ssh_authorizedkeys"
+# The image's unprivileged account (uid 65534): the keys command needs no right of its own.
+AUTHORIZED_KEYS_COMMAND_USER = "nobody"
 SSH_HOST_KEY_VOLUME = "ssh-host-key"
 SSH_HOST_KEY_DIR = "/etc/ssh/kubeslurm-host-key"
 AUTHORIZED_KEYS_VOLUME = "authorized-keys"
@@ -51,10 +55,19 @@ SACKD_CONTAINER = "sackd"
 OWN_RUN_DIR = f"chown slurm:slurm {slurm_pod.SLURM_RUN}"
 
 
-def sshd_command() -> list[str]:
+def sshd_command(cluster: SlurmCluster) -> list[str]:
     """sshd in the foreground, logging to stderr (kubectl logs), with what may never change
     pinned on its command line (sshd takes the first value it reads of an option, and the
-    command line comes before any config file): keys only, never root, never a password."""
+    command line comes before any config file): keys only, never root, never a password.
+
+    With the directory (spec.identity.mode ldap) keys come from it through SSSD
+    (sss_ssh_authorizedkeys, run as the unprivileged `nobody`), and sshd uses PAM: its
+    account phase (pam_sss) is where SSSD says who may log in (loginGroups/loginFilter)
+    and whether the directory still knows the user, and its session phase makes a
+    directory user's home at the first login (pam_mkhomedir, images/slurm/setup.sh):
+    directory users are unknown when a pod starts, so no init container can make them.
+    PAM never sees a password: sshd offers public keys only."""
+    keys_secret = cluster.spec.login.ssh.authorized_keys_secret
     options = {
         "HostKey": f"{SSH_HOST_KEY_DIR}/{SSH_HOST_KEY_FILE}",
         "AuthorizedKeysFile": f"{AUTHORIZED_KEYS_DIR}/%u",
@@ -69,6 +82,13 @@ def sshd_command() -> list[str]:
         # directory is read, so those checks protect nothing here.
         "StrictModes": "no",
     }
+    if uses_directory(cluster):
+        options.update({
+            "AuthorizedKeysFile": f"{AUTHORIZED_KEYS_DIR}/%u" if keys_secret else "none",
+            "AuthorizedKeysCommand": f"{SSS_SSH_AUTHORIZEDKEYS} %u",
+            "AuthorizedKeysCommandUser": AUTHORIZED_KEYS_COMMAND_USER,
+            "UsePAM": "yes",
+        })
     return [SSHD, "-D", "-e", *(arg for key, value in options.items() for arg in ("-o", f"{key}={value}"))]
 
 
@@ -86,7 +106,8 @@ def _ssh_volumes(cluster: SlurmCluster) -> list[dict]:
     return volumes
 
 
-def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers) -> dict:
+def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers, sssd_hash: str | None = None) -> dict:
+    """sssd_hash: sssd_pods.sssd_config_hash of the directory files, in ldap mode (spec.identity)."""
     name = cluster.metadata.name
     statefulset = naming.login_statefulset(name)
     pod_labels = labels.object_labels(name, labels.LOGIN)
@@ -95,7 +116,7 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers) -> 
     sessions = {
         "name": SESSIONS_CONTAINER,
         **slurm_pod.image_fields(cluster),
-        "command": sshd_command() if ssh else ["sleep", "infinity"],
+        "command": sshd_command(cluster) if ssh else ["sleep", "infinity"],
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
         "volumeMounts": [dict(run_dir), *slurm_pod.user_mounts(cluster, shared=True)],
     }
@@ -142,5 +163,5 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers) -> 
         selector=labels.selector_labels(name, labels.LOGIN),
         service_name=statefulset,
         replicas=cluster.spec.login.replicas,
-        template=pods.pod_template(pod_labels, {}, spec),
+        template=add_sssd(cluster, pods.pod_template(pod_labels, {}, spec), (SESSIONS_CONTAINER,), sssd_hash),
     )

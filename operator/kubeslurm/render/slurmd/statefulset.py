@@ -28,6 +28,7 @@ from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
 from kubeslurm.render.k8s.statefulset import stateful_set
 from kubeslurm.render.slurmd.node import slurmd_conf_line
+from kubeslurm.render.sssd_pods import add_sssd
 
 SLURMD_CONTAINER = "slurmd"
 SPOOL_DIR = "/var/spool/slurmd"
@@ -130,7 +131,8 @@ def _site_check_volumes(cluster: SlurmCluster) -> list[dict]:
 
 
 def slurmd_pod_template(
-    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, avoided_nodes: Collection[str] = ()
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, avoided_nodes: Collection[str] = (),
+    sssd_hash: str | None = None,
 ) -> dict:
     """Our template with spec.podTemplate merged over it; the operator's labels always win.
 
@@ -160,7 +162,7 @@ def slurmd_pod_template(
         pod_spec["tolerations"] = deepcopy(spec.tolerations)
     if spec.affinity is not None:
         pod_spec["affinity"] = deepcopy(spec.affinity)
-    template = pods.pod_template(pod_labels, {}, pod_spec)
+    template = add_sssd(cluster, pods.pod_template(pod_labels, {}, pod_spec), (SLURMD_CONTAINER,), sssd_hash)
     if spec.pod_template is not None:
         template = merge_pod_template(template, spec.pod_template.overlay())
     # The StatefulSet selects pods by these labels and the operator finds them by them.
@@ -191,9 +193,10 @@ def _avoid_nodes(pod_spec: dict, nodes: list[str]) -> None:
 def slurmd_stateful_set(
     cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None,
     avoided_nodes: Collection[str] = (),
+    sssd_hash: str | None = None,
 ) -> dict:
     """`replicas` overrides spec.replicas while the operator drains the nodes a scale-down removes;
-    `users`: the cluster's account users and their uids (slurm_pod.unix_users)."""
+    `users`: the cluster's account users and their uids (slurm_pod.unix_users); `sssd_hash`: see add_sssd."""
     name = node_set.metadata.name
     return stateful_set(
         name=naming.node_set_statefulset(name),
@@ -202,6 +205,6 @@ def slurmd_stateful_set(
         selector=labels.selector_labels(cluster.metadata.name, labels.SLURMD, name),
         service_name=naming.node_set_service(name),
         replicas=node_set.spec.replicas if replicas is None else replicas,
-        template=slurmd_pod_template(cluster, node_set, users=users, avoided_nodes=avoided_nodes),
+        template=slurmd_pod_template(cluster, node_set, users=users, avoided_nodes=avoided_nodes, sssd_hash=sssd_hash),
         update_strategy=node_set.spec.update_strategy.type,
     )
