@@ -69,6 +69,8 @@ class Site:
 @pytest.fixture(scope="module")
 def site(kube, operator, tmp_path_factory):
     client, _local = kube
+    # helm installs CRDs only when absent: a cluster that ran an older operator has no spec.identity
+    client.run("apply", "--server-side", "--force-conflicts", "--field-manager=kubeslurm-e2e", "-f", str(deployment.ROOT / "crds"))
     client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
     client.ensure_namespace(NAMESPACE)
     keys_dir = tmp_path_factory.mktemp("directory-keys")
