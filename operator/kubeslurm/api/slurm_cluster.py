@@ -76,6 +76,15 @@ class SlurmSpec(KubeModel):
             "processes itself and GPUs are handed out through CUDA_VISIBLE_DEVICES only."
         ),
     )
+    containers: bool = Field(
+        default=False,
+        description=(
+            "Let jobs run OCI containers as job steps (`srun --container=<bundle>`): renders oci.conf with "
+            "rootless crun, run as the job's user. slurmd pods then run without a seccomp filter (seccomp "
+            "Unconfined), because the runtime's default profile refuses the user namespaces a rootless "
+            "container needs; they gain no capability and stay unprivileged unless constrainWithCgroups is set."
+        ),
+    )
 
 
 class Persistence(KubeModel):

@@ -74,6 +74,11 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     if cluster.spec.slurm.constrain_with_cgroups:
         # cgroup confinement needs a writable cgroup tree and device control.
         security["privileged"] = True
+    elif cluster.spec.slurm.containers:
+        # Rootless crun (oci.conf) creates a user namespace as the job's user; the runtime's
+        # default seccomp profile refuses clone/unshare of namespaces without CAP_SYS_ADMIN.
+        # No capability is added: the kernel lets any user create a user namespace.
+        security["seccompProfile"] = {"type": "Unconfined"}
     return {
         "name": SLURMD_CONTAINER,
         **slurm_pod.image_fields(cluster),
