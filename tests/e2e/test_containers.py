@@ -9,72 +9,38 @@ container, which the test reads back from the pod.
 
 from __future__ import annotations
 
-import base64
-import io
 import re
-import tarfile
 
 import pytest
-import yaml
 
 from images.build import IMAGES, build_rootfs
-from testbed import deployment
-from testbed.deployment import ROOT
-from testbed.kubectl import Kube
 from testbed.oci_image import IMAGE_ID, IMAGE_TAG, write_oci_layout
 from testbed.waiting import wait_for
+
+from .workload_clusters import demo_variant
 
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "e2e-containers"
-CLUSTER = "research"
-LOGIN = f"{CLUSTER}-login-0"
-READY_TIMEOUT = 900
 
 
-class Login:
-    def __init__(self, kube: Kube):
-        self.kube = kube
-
-    def sh(self, script: str, user: str = "alice", check: bool = True) -> str:
-        result = self.kube.exec(NAMESPACE, LOGIN, "login", ["runuser", "-l", user, "-c", script], check=False)
-        if check and result.returncode != 0:
-            raise AssertionError(f"{user}$ {script}\nexit {result.returncode}\n{result.stdout}\n{result.stderr}")
-        return result.stdout
-
-    def put_tree(self, directory, into: str, user: str = "alice") -> None:
-        """Copies a local directory into the pod as user (a tar over stdin, as data)."""
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(str(directory), arcname=".")
-        self.kube.run("exec", "-i", "-n", NAMESPACE, LOGIN, "-c", "login", "--", "runuser", "-u", user, "--",
-                      "sh", "-c", f"mkdir -p {into} && base64 -d | tar -x -C {into}",
-                      input=base64.b64encode(buffer.getvalue()).decode())
+def _containers_on_cpu_only(documents: list[dict]) -> list[dict]:
+    for document in documents:
+        if document["kind"] == "SlurmCluster":
+            document["spec"]["slurm"]["containers"] = True
+            document["spec"]["partitions"] = [{"name": "cpu", "nodeSets": ["cpu"], "default": True}]
+    return [d for d in documents if d["kind"] != "NodeSet" or d["metadata"]["name"] == "cpu"]
 
 
 @pytest.fixture(scope="module")
 def login(kube, operator):
     client, _local = kube
-    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
-    client.ensure_namespace(NAMESPACE)
-    documents = [d for d in yaml.safe_load_all((ROOT / "examples" / "demo.yaml").read_text()) if d]
-    kept = []
-    for document in documents:
-        document["metadata"]["namespace"] = NAMESPACE
-        if document["kind"] == "SlurmCluster":
-            document["spec"]["slurm"]["containers"] = True
-            document["spec"]["partitions"] = [{"name": "cpu", "nodeSets": ["cpu"], "default": True}]
-        if document["kind"] == "NodeSet" and document["metadata"]["name"] != "cpu":
-            continue
-        kept.append(document)
-    client.apply("\n---\n".join(yaml.safe_dump(d) for d in kept))
-    deployment.wait_usable(client, NAMESPACE, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
-    yield Login(client)
-    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
+    with demo_variant(client, NAMESPACE, _containers_on_cpu_only) as researcher:
+        yield researcher
 
 
 def test_slurmd_pods_run_unprivileged_with_only_seccomp_lifted(login):
-    pod = login.kube.get("pod", "cpu-0", "-n", NAMESPACE)
+    pod = login.pod("cpu-0")
     slurmd = next(c for c in pod["spec"]["containers"] if c["name"] == "slurmd")
     assert slurmd["securityContext"] == {"runAsUser": 0, "seccompProfile": {"type": "Unconfined"}}
     status = login.kube.exec(NAMESPACE, "cpu-0", "slurmd", ["grep", "-E", "^(CapEff|Seccomp):", "/proc/1/status"]).stdout
@@ -113,3 +79,25 @@ def test_a_researcher_runs_her_image_as_a_job_step_as_herself(login, tmp_path):
     assert login.sh(f"stat -c %u ~/container-{job}.out").strip() == uid
     # the node's own root is Debian's, not the image's
     assert "ID=debian" in login.sh("srun -p cpu cat /etc/os-release")
+
+
+# -- peers by name: what MPI and NCCL look up out of band ---------------------------------
+
+
+def test_nodes_resolve_each_other_by_slurm_node_name(login):
+    """A 2-node job's tasks resolve both nodes by their Slurm names (`scontrol show hostnames`),
+    to the pods' addresses; `<pod>.<nodeset>` resolves too."""
+    login.kube.run("scale", "nodeset", "cpu", "--replicas=2", "-n", NAMESPACE)
+
+    def both_idle():
+        out = login.sh("sinfo -h -N -p cpu -o '%N %t'")
+        states = dict(line.split() for line in out.splitlines() if line.strip())
+        return states.get("cpu-0") == "idle" and states.get("cpu-1") == "idle"
+
+    wait_for(both_idle, 300, "cpu-0 and cpu-1 idle", interval=3)
+    addresses = {name: login.pod(name)["status"]["podIP"] for name in ("cpu-0", "cpu-1")}
+    out = login.sh("srun -p cpu -N2 --ntasks-per-node=1 sh -c 'for n in $(scontrol show hostnames $SLURM_JOB_NODELIST); "
+                   "do echo \"$(hostname) $n $(getent hosts $n | cut -d\" \" -f1) $(getent hosts $n.cpu | cut -d\" \" -f1)\"; done'")
+    seen = sorted(line.split() for line in out.splitlines() if line.strip())
+    assert seen == sorted([task, peer, addresses[peer], addresses[peer]]
+                          for task in ("cpu-0", "cpu-1") for peer in ("cpu-0", "cpu-1")), out

@@ -61,7 +61,7 @@ def test_the_spec_s_qos_are_in_slurm(qos):
     rows = {line.split("|")[0]: line.split("|")[1:] for line in out.split("\n") if line}
     assert rows["high"] == ["100", "low", "00:10:00"], out
     assert rows["low"] == ["0", "", ""], out
-    assocs = qos.c.run(qos.c.controller, "sacctmgr -n -P show assoc where cluster=qos format=User,QOS,DefQOS").stdout
+    assocs = qos.c.run(qos.c.controller, "sacctmgr -n -P show assoc where cluster=qos format=User,QOS,DefaultQOS").stdout
     by_user = {line.split("|")[0]: line.split("|")[1:] for line in assocs.split("\n") if line and line.split("|")[0]}
     assert by_user["alice"] == ["low", "low"] and sorted(by_user["bob"][0].split(",")) == ["high", "low"], assocs
 

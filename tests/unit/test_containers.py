@@ -34,7 +34,7 @@ def test_oci_conf_runs_crun_rootless_as_the_job_s_user():
         "RunTimeQuery": f'"{CRUN} state %n.%u.%j.%s.%t"',
         "RunTimeKill": f'"{CRUN} kill -a %n.%u.%j.%s.%t"',
         "RunTimeDelete": f'"{CRUN} delete --force %n.%u.%j.%s.%t"',
-        "RunTimeRun": f'"{CRUN} run --bundle %b %n.%u.%j.%s.%t"',
+        "RunTimeRun": '"/usr/libexec/kubeslurm/oci-run %b %n.%u.%j.%s.%t"',
     }
 
 
