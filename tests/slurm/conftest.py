@@ -51,10 +51,7 @@ def native_slurm_cluster(slurm_rootfs, request):
     yield make
     failed = getattr(request.node, "rep_call", None)
     for c in clusters:
-        if failed is not None and failed.failed:
-            for d in c.daemons:
-                print(f"\n===== {d} (last 40 lines) =====\n{c.logs(d, 40)}")
-        c.stop()
+        c.stop(show_logs=failed is not None and failed.failed)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

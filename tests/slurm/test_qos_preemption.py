@@ -50,10 +50,7 @@ def qos(slurm_rootfs, request):
         control.sacctmgr(accounting_commands(model))  # the operator re-applies the list: nothing fails
         yield Policies(cluster)
     finally:
-        if request.session.testsfailed > failed_before:
-            for daemon in cluster.daemons:
-                print(f"\n===== {daemon} (last 40 lines) =====\n{cluster.logs(daemon, 40)}")
-        cluster.stop()
+        cluster.stop(show_logs=request.session.testsfailed > failed_before)
 
 
 def test_the_spec_s_qos_are_in_slurm(qos):

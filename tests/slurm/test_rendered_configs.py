@@ -149,10 +149,7 @@ def env(slurm_rootfs, request):
               {k: round(v, 1) for k, v in cluster.timings.items()})
         yield e
     finally:
-        if request.session.testsfailed > failed_before:
-            for d in cluster.daemons:
-                print(f"\n===== {d} (last 40 lines) =====\n{cluster.logs(d, 40)}")
-        cluster.stop()
+        cluster.stop(show_logs=request.session.testsfailed > failed_before)
 
 
 # ---------------------------------------------------------------- 1. registration

@@ -111,10 +111,7 @@ def policies(slurm_rootfs, request):
         p.over_time = p.sbatch("-p gpu --time=1 --wrap 'sleep 600'", user="bob")
         yield p
     finally:
-        if request.session.testsfailed > failed_before:
-            for daemon in cluster.daemons:
-                print(f"\n===== {daemon} (last 40 lines) =====\n{cluster.logs(daemon, 40)}")
-        cluster.stop()
+        cluster.stop(show_logs=request.session.testsfailed > failed_before)
 
 
 def test_a_high_priority_partition_job_requeues_a_running_low_one_which_completes_later(policies):
