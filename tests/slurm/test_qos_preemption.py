@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubeslurm.render.accounting_commands import accounting_commands
+from kubeslurm.render.config.accounting_commands import accounting_commands
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 
 from .test_scheduling_policies import Policies

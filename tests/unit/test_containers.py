@@ -3,8 +3,8 @@
 import pytest
 
 from kubeslurm.api import parse_object
-from kubeslurm.render.config_files import render_config_files
-from kubeslurm.render.oci_conf import render_oci_conf
+from kubeslurm.render.config.files import render_config_files
+from kubeslurm.render.config.oci_conf import render_oci_conf
 
 from .manifests import contract_documents, set_path
 from .test_objects_slurmd import container, template_of

@@ -3,7 +3,7 @@
 import pytest
 
 from kubeslurm.api import ManifestError, parse_object
-from kubeslurm.render.accounting_commands import accounting_commands
+from kubeslurm.render.config.accounting_commands import accounting_commands
 
 from .manifests import contract_documents, set_path
 
