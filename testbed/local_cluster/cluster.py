@@ -161,7 +161,10 @@ class LocalCluster:
                 continue
             node = Node.named(name)
             # Beside containerd's content store, so it goes when that goes. Tars are named by
-            # content (images/build.py), so a name seen before is an image already imported.
+            # content (images/build.py: <image>-<hash>.tar), so a name seen before is an image
+            # already imported -- while its tag still points at it: every worktree builds under
+            # the same tags, so importing slurm-<other>.tar moves the tag, and the tars of that
+            # image seen before must be imported again.
             seen_file = node.dir / "containerd" / "root" / "kubeslurm-imported-tars"
             seen = set(seen_file.read_text().split()) if seen_file.exists() else set()
             for tar in tars:
@@ -170,6 +173,8 @@ class LocalCluster:
                     self._say(f"{name}: already has {tar}")
                     continue
                 host.run(["ctr", "-a", node.containerd_socket, "-n", "k8s.io", "images", "import", tar], timeout=600)
+                image = Path(tar).name.rsplit("-", 1)[0]
+                seen = {other for other in seen if other.split(":")[0].rsplit("-", 1)[0] != image}
                 seen.add(key)
                 seen_file.write_text("\n".join(sorted(seen)) + "\n")
                 self._say(f"{name}: imported {tar}")

@@ -222,10 +222,14 @@ class NativeSlurmCluster(SlurmDaemons):
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def stop(self) -> None:
-        """Kill every process of every host, drop namespaces, links and files."""
+    def stop(self, show_logs: bool = False) -> None:
+        """Kill every process of every host, drop namespaces, links and files; with
+        show_logs (a test failed), print each daemon's last 40 log lines first."""
         if not self._started:
             return
+        if show_logs:
+            for daemon in self.daemons:
+                print(f"\n===== {daemon} (last 40 lines) =====\n{self.logs(daemon, 40)}")
         self._started = False
         for h in self.hosts.values():
             self._kill_host(h)

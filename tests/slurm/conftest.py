@@ -52,10 +52,7 @@ def native_slurm_cluster(slurm_rootfs, request):
     yield make
     failed = getattr(request.node, "rep_call", None)
     for c in clusters:
-        if failed is not None and failed.failed:
-            for d in c.daemons:
-                print(f"\n===== {d} (last 40 lines) =====\n{c.logs(d, 40)}")
-        c.stop()
+        c.stop(show_logs=failed is not None and failed.failed)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -73,7 +70,4 @@ def stopped_after(cluster, request):
     try:
         yield cluster
     finally:
-        if request.session.testsfailed > failed_before:
-            for daemon in cluster.daemons:
-                print(f"\n===== {daemon} (last 40 lines) =====\n{cluster.logs(daemon, 40)}")
-        cluster.stop()
+        cluster.stop(show_logs=request.session.testsfailed > failed_before)

@@ -67,6 +67,9 @@ FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.partitions.0.defaultTime", "1:00:00"
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.accounts.0.limits", {"maxJobTime": "1-00:00:00"})
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.nodeHealth", {"check": {"nodeStates": ["IDLE", "MIXED"], "siteScript": {"configMap": "gpu-burn", "key": "check.sh"}},
                                                        "drainOnNodeConditions": [{"type": "example.com/GPUProblem", "status": "True"}]})
+FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.qos", [{"name": "high", "preempt": ["low"], "limits": {"maxJobTime": "1:00:00"}},
+                                                   {"name": "low"}])
+FULL_CLUSTER = set_path(set_path(FULL_CLUSTER, "spec.accounts.0.qos", ["low"]), "spec.accounts.0.defaultQOS", "low")
 EXTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database", EXTERNAL_DATABASE)
 INTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database.internal",
                             {"size": "2Gi", "storageClassName": "fast", "image": "example.org/mariadb:11"})
@@ -167,6 +170,11 @@ STRING_FIELDS = [
     ("account", [FULL_CLUSTER], "spec.accounts.0.name", "vision", "spec.accounts[0].name"),
     ("max-job-time", [FULL_CLUSTER], "spec.accounts.0.limits.maxJobTime", "1-00:00:00", "spec.accounts[0].limits.maxJobTime"),
     ("account-user", [FULL_CLUSTER], "spec.accounts.0.users.0", "alice", "spec.accounts[0].users[0]"),
+    ("qos", [FULL_CLUSTER], "spec.qos.1.name", "low", "spec.qos[1].name"),
+    ("qos-preempt", [FULL_CLUSTER], "spec.qos.0.preempt.0", "low", "spec.qos[0].preempt[0]"),
+    ("qos-max-job-time", [FULL_CLUSTER], "spec.qos.0.limits.maxJobTime", "1:00:00", "spec.qos[0].limits.maxJobTime"),
+    ("account-qos", [FULL_CLUSTER], "spec.accounts.0.qos.0", "low", "spec.accounts[0].qos[0]"),
+    ("account-default-qos", [FULL_CLUSTER], "spec.accounts.0.defaultQOS", "low", "spec.accounts[0].defaultQOS"),
     ("partition", [FULL_CLUSTER], "spec.partitions.0.name", "gpu", "spec.partitions[0].name"),
     ("partition-node-set", [FULL_CLUSTER], "spec.partitions.0.nodeSets.0", "h100", "spec.partitions[0].nodeSets[0]"),
     ("max-time", [FULL_CLUSTER], "spec.partitions.0.maxTime", "1-00:00:00", "spec.partitions[0].maxTime"),

@@ -78,6 +78,15 @@ class SlurmSpec(KubeModel):
             "processes itself and GPUs are handed out through CUDA_VISIBLE_DEVICES only."
         ),
     )
+    containers: bool = Field(
+        default=False,
+        description=(
+            "Let jobs run OCI containers as job steps (`srun --container=<bundle>`): renders oci.conf with "
+            "rootless crun, run as the job's user. slurmd pods then run without a seccomp filter (seccomp "
+            "Unconfined), because the runtime's default profile refuses the user namespaces a rootless "
+            "container needs; they gain no capability and stay unprivileged unless constrainWithCgroups is set."
+        ),
+    )
 
 
 class Persistence(KubeModel):
@@ -222,6 +231,34 @@ class AccountLimits(KubeModel):
     )
 
 
+QosName = Annotated[str, Field(max_length=40, pattern=SLURM_NAME_PATTERN)]
+# Slurm makes the QOS `normal` itself and gives it to every association: it may be named
+# (in preempt lists and accounts' qos) without being declared.
+BUILTIN_QOS = "normal"
+
+
+class QosLimits(KubeModel):
+    max_job_time: str | None = Field(
+        default=None, pattern=SLURM_DURATION_PATTERN,
+        description="MaxWall: the longest time limit a job in this QOS may have (Slurm time syntax).",
+    )
+    max_jobs_per_user: int | None = Field(default=None, ge=0, le=MAX_LIMIT, description="MaxJobsPerUser: running jobs of one user in this QOS.")
+    max_gpus_per_user: int | None = Field(
+        default=None, alias="maxGPUsPerUser", ge=0, le=MAX_LIMIT,
+        description="MaxTRESPerUser=gres/gpu=N: GPUs one user may use at once in this QOS.",
+    )
+
+
+class Qos(KubeModel):
+    name: QosName = Field(description="QOS name: lower-case letters, digits, '_' and '-', starting with a letter.")
+    priority: int = Field(default=0, ge=0, le=MAX_LIMIT, description="Priority= of the QOS (weighted by PriorityWeightQOS in a job's priority).")
+    preempt: list[QosName] = Field(
+        default_factory=list, max_length=64, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="QOS whose running jobs a job in this QOS may preempt (requeue) with scheduling.preemption: qos.",
+    )
+    limits: QosLimits | None = Field(default=None, description="Limits of every job and user in this QOS.")
+
+
 class Account(KubeModel):
     name: str = Field(
         max_length=40, pattern=SLURM_NAME_PATTERN,
@@ -236,6 +273,13 @@ class Account(KubeModel):
         description="Unix user names that may charge this account (they must exist in the Slurm image or your directory service).",
     )
     limits: AccountLimits | None = Field(default=None, description="Limits on what the whole account uses at once.")
+    qos: list[QosName] = Field(
+        default_factory=list, max_length=64, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="QOS the account's users may ask for (`--qos`); spec.qos names or normal. Empty: Slurm's default (normal).",
+    )
+    default_qos: QosName | None = Field(
+        default=None, alias="defaultQOS", description="DefaultQOS of the account's jobs without --qos; one of its qos."
+    )
 
     @field_validator("users")
     @classmethod
@@ -337,6 +381,11 @@ class SlurmClusterSpec(KubeModel):
     )
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Backfill, fair-share and preemption.")
     accounts: list[Account] = Field(default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}, description="Slurm accounts, their shares, users and limits.")
+    qos: list[Qos] = Field(
+        default_factory=list, max_length=100,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        description="Quality of service levels (sacctmgr add qos): priorities, which QOS preempt which, limits.",
+    )
     partitions: list[Partition] = Field(
         default_factory=list,
         max_length=64,
@@ -394,7 +443,22 @@ class SlurmClusterSpec(KubeModel):
         defaults = [p.name for p in self.partitions if p.default]
         if len(defaults) > 1:
             raise ValueError(f"only one partition may be default, found {defaults}")
-        for field_name, items in (("partitions", self.partitions), ("accounts", self.accounts)):
+        if not self.accounting.enabled and self.qos:
+            raise ValueError("qos needs accounting.enabled: true (QOS live in slurmdbd); enable accounting or remove qos")
+        known_qos = {q.name for q in self.qos} | {BUILTIN_QOS}
+        for index, qos in enumerate(self.qos):
+            for name in qos.preempt:
+                if name not in known_qos:
+                    raise SubfieldError(f"qos[{index}].preempt", f"{name!r} is not in spec.qos (nor {BUILTIN_QOS}): declare it or remove it")
+                if name == qos.name:
+                    raise SubfieldError(f"qos[{index}].preempt", f"a QOS cannot preempt itself ({name!r})")
+        for index, account in enumerate(self.accounts):
+            for name in account.qos:
+                if name not in known_qos:
+                    raise SubfieldError(f"accounts[{index}].qos", f"{name!r} is not in spec.qos (nor {BUILTIN_QOS}): declare it or remove it")
+            if account.default_qos is not None and account.default_qos not in (account.qos or [BUILTIN_QOS]):
+                raise SubfieldError(f"accounts[{index}].defaultQOS", f"{account.default_qos!r} is not among the account's qos: add it there")
+        for field_name, items in (("partitions", self.partitions), ("accounts", self.accounts), ("qos", self.qos)):
             names = [item.name for item in items]
             repeated = sorted({n for n in names if names.count(n) > 1})
             if repeated:

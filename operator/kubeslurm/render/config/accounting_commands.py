@@ -8,6 +8,7 @@ command is idempotent in effect: `add` of an existing entity fails harmlessly an
 from dataclasses import dataclass, field
 
 from kubeslurm.api import SlurmCluster
+from kubeslurm.api.slurm_cluster import BUILTIN_QOS
 
 _LIMIT_TRES = (("max_gpus", "gres/gpu"), ("max_cpus", "cpu"), ("max_nodes", "node"))
 
@@ -25,15 +26,36 @@ def account_limits(account) -> list[str]:
     return [f"GrpTRES={','.join(tres)}", f"GrpJobs={jobs}", f"GrpSubmitJobs={submit}", f"MaxWall={wall}"]
 
 
+def qos_settings(qos) -> list[str]:
+    """sacctmgr `set` arguments of one QOS; an empty Preempt= and -1 clear what the spec no longer sets."""
+    limits = qos.limits
+    wall = limits.max_job_time if limits and limits.max_job_time is not None else -1
+    jobs = limits.max_jobs_per_user if limits and limits.max_jobs_per_user is not None else -1
+    gpus = limits.max_gpus_per_user if limits and limits.max_gpus_per_user is not None else -1
+    return [f"Priority={qos.priority}", f"Preempt={','.join(qos.preempt)}", f"MaxWall={wall}",
+            f"MaxJobsPerUser={jobs}", f"MaxTRESPerUser=gres/gpu={gpus}"]
+
+
+def account_qos(account) -> list[str]:
+    """The QOS the account's users may use (Slurm's own `normal` when the spec names none)."""
+    return [f"QOS={','.join(account.qos) or BUILTIN_QOS}", f"DefaultQOS={account.default_qos or -1}"]
+
+
 def accounting_commands(cluster: SlurmCluster) -> list[list[str]]:
-    """Argument lists for `sacctmgr --immediate`, in order: cluster, accounts, users."""
+    """Argument lists for `sacctmgr --immediate`, in order: cluster, QOS, accounts, users.
+
+    Every QOS is added before any is modified: a preempt list may name one declared after it.
+    QOS the spec drops are left in Slurm (a job may still name them); remove them with sacctmgr.
+    """
     name = cluster.metadata.name
     commands = [["add", "cluster", name]]
+    commands += [["add", "qos", qos.name] for qos in cluster.spec.qos]
+    commands += [["modify", "qos", "where", f"name={qos.name}", "set", *qos_settings(qos)] for qos in cluster.spec.qos]
     for account in cluster.spec.accounts:
         commands.append(["add", "account", account.name, f"Cluster={name}", f"Fairshare={account.shares}"])
         commands.append(
             ["modify", "account", "where", f"name={account.name}", f"cluster={name}", "set",
-             f"Fairshare={account.shares}", *account_limits(account)]
+             f"Fairshare={account.shares}", *account_limits(account), *account_qos(account)]
         )
         for user in account.users:
             commands.append(["add", "user", user, f"Account={account.name}", f"Cluster={name}"])

@@ -3,6 +3,7 @@
 from kubeslurm.api import NodeSet, SlurmCluster
 from kubeslurm.render.config.cgroup_conf import render_cgroup_conf
 from kubeslurm.render.config.gres_conf import render_gres_conf
+from kubeslurm.render.config.oci_conf import render_oci_conf
 from kubeslurm.render.config.slurm_conf import render_slurm_conf
 from kubeslurm.render.config.topology_conf import render_topology_conf
 
@@ -18,6 +19,9 @@ def render_config_files(
         "gres.conf": render_gres_conf(cluster, node_sets),
         "cgroup.conf": render_cgroup_conf(cluster),
     }
+    oci = render_oci_conf(cluster)
+    if oci is not None:
+        files["oci.conf"] = oci
     topology = render_topology_conf(cluster, placements or {})
     if topology is not None:
         files["topology.conf"] = topology

@@ -53,6 +53,25 @@ PRE_STOP = (
     'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN Reason="${reason:-kubeslurm: pod terminating}" || true'
 )
 
+# Peers by Slurm node name: MPI and NCCL exchange out-of-band addresses by host name (a job's
+# `scontrol show hostnames`, MASTER_ADDR=h100-1), but a pod's DNS search path holds only its
+# namespace's domains, so `h100-1` resolves nowhere except in h100-1 itself, while
+# `h100-1.h100` (pod.headless Service) does. The kubelet writes the pod's full name into its
+# /etc/hosts (`IP h100-0.h100.<ns>.svc.<cluster domain> h100-0`), so the pod's own
+# Service domain, in whatever cluster domain, is what follows the first dot: it goes first in
+# the search path of /etc/resolv.conf, which every container of the pod shares (written in
+# place: it is a bind mount, and a rerun of this container must not add it twice). Nodes of
+# the same NodeSet then resolve by their bare names; of another NodeSet as `<pod>.<nodeset>`.
+PEER_NAMES_SCRIPT = (
+    'set -- $(getent hosts "$(cat /proc/sys/kernel/hostname)")',
+    'fqdn=${2:-}',
+    'subdomain=${fqdn#*.}',
+    'if [ "$fqdn" != "$subdomain" ] && ! grep -q "^search $subdomain " /etc/resolv.conf; then',
+    '  sed "s/^search /search $subdomain /" /etc/resolv.conf > /tmp/resolv.conf && cat /tmp/resolv.conf > /etc/resolv.conf',
+    'fi',
+)
+
+
 # `scontrol show slurmd` is an authenticated RPC to this pod's slurmd: it passes once
 # slurmd has fetched its config (scontrol reads it from /run/slurm/conf) and answers
 # RPCs, and fails when slurmd is gone or wedged. It does not ask slurmctld, so a
@@ -85,6 +104,11 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     if cluster.spec.slurm.constrain_with_cgroups:
         # cgroup confinement needs a writable cgroup tree and device control.
         security["privileged"] = True
+    elif cluster.spec.slurm.containers:
+        # Rootless crun (oci.conf) creates a user namespace as the job's user; the runtime's
+        # default seccomp profile refuses clone/unshare of namespaces without CAP_SYS_ADMIN.
+        # No capability is added: the kernel lets any user create a user namespace.
+        security["seccompProfile"] = {"type": "Unconfined"}
     return {
         "name": SLURMD_CONTAINER,
         **slurm_pod.image_fields(cluster),
@@ -143,7 +167,8 @@ def slurmd_pod_template(
     spec = node_set.spec
     pod_labels = labels.object_labels(cluster.metadata.name, labels.SLURMD, node_set.metadata.name)
     pod_spec = pods.pod_spec(
-        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None, users=users, shared=True)],
+        init_containers=[slurm_pod.install_config_container(
+            cluster, config_mode=None, users=users, prepare=PEER_NAMES_SCRIPT, shared=True)],
         containers=[_slurmd_container(cluster, node_set)],
         volumes=[
             pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
