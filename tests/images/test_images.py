@@ -74,8 +74,8 @@ def expected(builder) -> dict:
     from kubeslurm.api.slurm_cluster import DEFAULT_MARIADB_IMAGE, DEFAULT_SLURM_IMAGE
 
     return {
-        # 436 MiB seen: Slurm ~125, Open MPI + mpi4py ~255, SSSD (with the python3 that
-        # sssd-common depends on) + sshd ~57.
+        # 445 MiB seen: Slurm ~125, Open MPI + mpi4py ~255, SSSD (with the python3 that
+        # sssd-common depends on) + sshd ~57, crun + umoci ~9 (containers as job steps).
         "slurm": dict(tag=DEFAULT_SLURM_IMAGE, entrypoint=None, cmd=["/bin/sh"], user="0:0",
                       version=r"24\.11\.\d+", size=(50, 500)),
         "mariadb": dict(tag=DEFAULT_MARIADB_IMAGE, entrypoint=["/usr/local/bin/kubeslurm-mariadb-entrypoint"],
