@@ -22,6 +22,21 @@ rules:
 """
 
 
+READ_VERBS = ("get", "list")
+
+# The same, plus metadata of every get and list: for counting a component's reads too
+# (the scale benchmark's "reads of a no-op reconcile do not grow with the nodes").
+AUDIT_POLICY_WITH_READS = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection, get, list]
+  - level: None
+"""
+
+
 class AuditLog:
     def __init__(self, path: Path):
         self.path = path
@@ -67,6 +82,27 @@ class AuditLog:
                     continue
             events.append(event)
         return events
+
+    def reads(self, since: dt.datetime | int | None = None, user: str | None = None) -> list[dict]:
+        """Gets and lists the API server answered (logged only under AUDIT_POLICY_WITH_READS)."""
+        return self.writes(since, user, verbs=READ_VERBS)
+
+
+def per_cycle(requests: list[dict], starts_cycle) -> tuple[float, dict[str, float]]:
+    """Requests per cycle of a component that repeats the same work (a reconcile), counted over
+    whole cycles only: from the first request for which starts_cycle(request) is true to the
+    last one, exclusive. Returns (requests per cycle, verb and resource -> per cycle); (0, {})
+    with fewer than two starts."""
+    starts = [i for i, request in enumerate(requests) if starts_cycle(request)]
+    if len(starts) < 2:
+        return 0.0, {}
+    cycles = len(starts) - 1
+    whole = requests[starts[0]:starts[-1]]
+    by_kind: dict[str, float] = {}
+    for request in whole:
+        key = f"{request['verb']} {request.get('objectRef', {}).get('resource', '?')}"
+        by_kind[key] = by_kind.get(key, 0) + 1 / cycles
+    return len(whole) / cycles, dict(sorted(by_kind.items()))
 
 
 def _parse_time(value: str | None) -> dt.datetime | None:

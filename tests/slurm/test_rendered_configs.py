@@ -636,7 +636,7 @@ def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
     down, resume = lost_slurmd_actions([pod], k8s_nodes, env.nodes(), env.ctl.jobs())
     assert down == {"cpu-0": f"slurmd pod lost: pod cpu-0 was replaced after jobs {job} started on it"}, down
     marked = time.monotonic()
-    env.ctl.down("cpu-0", down["cpu-0"])
+    env.ctl.down(["cpu-0"], down["cpu-0"])
     env.wait_for(lambda: env.job_field(job, "JobState") == "PENDING", 15, f"job {job} requeued")
     print(f"\njob {job} requeued {time.monotonic() - marked:.1f} s after the node was marked DOWN")
     assert env.job_field(job, "Restarts") == "1"

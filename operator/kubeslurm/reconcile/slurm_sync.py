@@ -154,17 +154,26 @@ def _label_busy_pods(api: KubeApi, run: Run) -> None:
 
 def _down_lost_slurmd(events: EventRecorder, run: Run) -> None:
     lost, found = lost_slurmd_actions(run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {}, run.slurm_jobs or [])
-    for node, why in lost.items():
-        run.slurm.down(node, why)
-        events.warning(run.raw, "SlurmdLost", f"{node} marked DOWN so Slurm requeues its jobs now: {why}")
+    for why, nodes in _by_reason(lost).items():
+        run.slurm.down(nodes, why)
+        for node in nodes:
+            events.warning(run.raw, "SlurmdLost", f"{node} marked DOWN so Slurm requeues its jobs now: {why}")
     run.slurm.resume(found)
 
 
 def _follow_kubernetes_node_health(run: Run) -> None:
     drain, resume = health_actions(run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {})
-    for node, why in drain.items():
-        run.slurm.drain([node], why)
+    for why, nodes in _by_reason(drain).items():  # one scontrol per troubled Kubernetes node
+        run.slurm.drain(nodes, why)
     run.slurm.resume(resume)
+
+
+def _by_reason(reasons: dict[str, str]) -> dict[str, list[str]]:
+    """Slurm node -> reason, as reason -> its nodes: one scontrol per reason, not per node."""
+    grouped: dict[str, list[str]] = {}
+    for node, why in sorted(reasons.items()):
+        grouped.setdefault(why, []).append(node)
+    return grouped
 
 
 def _scale_down(events: EventRecorder, run: Run) -> None:
