@@ -143,9 +143,10 @@ def _reconcile_until_stopped(namespace, name, stopped):
             backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
             wait = backoff
         deadline = time.monotonic() + wait
-        while not stopped and not wakeup.is_set() and time.monotonic() < deadline:
-            stopped.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-            if wakeup.wait(0):
+        # Waiting on the wake-up flag itself starts the next reconcile the moment a watch
+        # event sets it (no polling delay); `stopped` is looked at every half second.
+        while not stopped and time.monotonic() < deadline:
+            if wakeup.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
                 break
 
 

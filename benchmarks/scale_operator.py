@@ -1,0 +1,56 @@
+"""`kubeslurm run`, whose Slurm commands go to the scale benchmark's native slurmctld.
+
+    python benchmarks/scale_operator.py SLURM_PREFIX_JSON run --kubeconfig ... [kubeslurm run options]
+
+In a cluster the operator execs Slurm's commands in the slurmctld pod; kwok's pods run
+nothing, so here they run on the native slurmctld's host of testbed/native_slurm instead:
+SLURM_PREFIX_JSON is the argv prefix that enters that host (NativeSlurmCluster.command).
+Everything else is the operator as shipped: kopf, the handlers, the reconcile, the metrics.
+The exec's own cost (a websocket per command) is not part of what the benchmark measures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kubeslurm import cli
+from kubeslurm.metrics.operator_metrics import measured_runner
+from kubeslurm.reconcile import handlers
+from kubeslurm.reconcile.slurm_access import pod_ready
+from kubeslurm.reconcile.slurm_control import SlurmControl
+
+
+class NativeSlurmAccess:
+    """The reconciler's slurm_for: Slurm on the native host, once the controller pod is Ready (as in a cluster)."""
+
+    def __init__(self, prefix: list[str]):
+        self.prefix = prefix
+
+    def run(self, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run([*self.prefix, *argv], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as error:
+            return subprocess.CompletedProcess(argv, 124, error.stdout or "", f"timed out after {timeout} s")
+
+    def __call__(self, cluster, controller_pod: dict | None) -> SlurmControl | None:
+        if not pod_ready(controller_pod):
+            return None
+        return SlurmControl(measured_runner(self.run, cluster.metadata.namespace, cluster.metadata.name))
+
+
+def main() -> int:
+    access = NativeSlurmAccess(json.loads(sys.argv[1]))
+    start = handlers.RUNTIME.start
+
+    def start_with_native_slurm(kubeconfig=None):
+        start(kubeconfig)
+        handlers.RUNTIME.reconciler.slurm_for = access
+
+    handlers.RUNTIME.start = start_with_native_slurm
+    return cli.main(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
