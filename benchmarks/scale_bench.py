@@ -16,9 +16,9 @@ What runs, all on this machine:
   (benchmarks/scale_operator.py), so observe, drain and delete parse real Slurm output.
 
 The cluster has NodeSets of up to 1000 slurmd pods (the API's limit is 1024 per NodeSet). Measured:
-- a no-op reconcile with 0 and with N slurmd pods: API reads and writes (audit log, the operator's
+- a no-op reconcile with 10 and with N slurmd pods: API reads and writes (audit log, the operator's
   user), time (the operator's reconcile histogram), Slurm commands (its command histogram);
-- the operator's resident memory (now and peak) with N pods;
+- the operator's resident memory (now and peak) with 10 and with N pods;
 - scale-up 0 -> N (`kubectl scale nodeset`, until every NodeSet is Ready with N ready pods) and
   scale-down N -> 0 (the drain protocol on idle nodes: drained, replicas lowered, pods gone,
   node records deleted), each against bare StatefulSets of the same pod template scaled the
@@ -37,6 +37,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import time
 from contextlib import ExitStack
@@ -70,6 +71,7 @@ CLUSTER = "big"
 PER_NODE_SET = 1000
 PODS_PER_KWOK_NODE = 250
 RESYNC_SECONDS = 5
+SMALL = 10  # slurmd pods of the reference no-op reconcile
 WAIT_SECONDS = 900
 # Targets of issue 16.
 RECONCILE_TARGET_S = {1000: 1.0, 5000: 5.0}
@@ -299,6 +301,19 @@ class Bench:
         return all((by_name.get(n, {}).get("replicas") or 0) == c and (by_name.get(n, {}).get("readyReplicas") or 0) == c
                    for n, c in zip(names, counts))
 
+    def register(self, replicas: dict[str, int]) -> None:
+        """What each slurmd does when its pod starts (register itself), done for all at once:
+        one node record per pod, as its NodeSet's slurmd --conf line says."""
+        for name, count in replicas.items():
+            if count:
+                hostlist = compress(naming.node_name(name, i) for i in range(count))
+                self.slurm.run(self.slurm.controller, ["scontrol", "create", f"NodeName={hostlist}",
+                                                       *slurmd_conf_line(self.node_sets[name]).split(), "State=CLOUD"])
+
+    def scale_node_sets(self, replicas: dict[str, int]) -> None:
+        for name, count in replicas.items():
+            self.cp.kubectl("scale", "nodeset", name, "-n", NAMESPACE, f"--replicas={count}")
+
     def timed(self, what: str, action, done) -> float:
         start = time.monotonic()
         action()
@@ -324,20 +339,27 @@ class Bench:
             lambda: self.statefulsets_at(names, [0] * len(names)))
         self.cp.kubectl("delete", "statefulset", *names, "-n", NAMESPACE)
 
-        # What each slurmd does when its pod starts (register itself), done for all at once:
-        # one node record per pod, as the NodeSet's slurmd --conf line says.
-        for name, count in self.replicas.items():
-            hostlist = compress(naming.node_name(name, i) for i in range(count))
-            self.slurm.run(self.slurm.controller, ["scontrol", "create", f"NodeName={hostlist}",
-                                                   *slurmd_conf_line(self.node_sets[name]).split(), "State=CLOUD"])
+        # The reference for what must not grow: a no-op reconcile with a few slurmd pods.
+        self.register(replicas_of(SMALL))
+        self.scale_node_sets(replicas_of(SMALL))
+        wait_for(lambda: self.node_sets_ready(SMALL), WAIT_SECONDS, f"{SMALL} slurmd pods Ready", interval=1)
+        r["idle_small"] = self.no_op_reconcile(SMALL)
+        r["memory_small"] = self.operator_memory()
+        self.scale_node_sets({name: 0 for name in self.replicas})
+        wait_for(lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0, WAIT_SECONDS,
+                 "back to 0 slurmd pods and node records", interval=1)
+
+        self.register(self.replicas)
         say(f"slurmctld holds {self.slurm_node_count()} node records")
         r["up_s"] = self.timed(
             f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready",
-            lambda: [self.cp.kubectl("scale", "nodeset", n, "-n", NAMESPACE, f"--replicas={c}") for n, c in self.replicas.items()],
-            lambda: self.node_sets_ready(self.nodes))
+            lambda: self.scale_node_sets(self.replicas), lambda: self.node_sets_ready(self.nodes))
 
         r["idle_n"] = self.no_op_reconcile(self.nodes)
         r["memory"] = self.operator_memory()
+        if os.environ.get("KUBESLURM_BENCH_TRACEMALLOC"):
+            os.kill(self.operator.popen.pid, signal.SIGUSR1)
+            time.sleep(20)
         say(f"operator memory: {r['memory']}")
 
         before = self.slurm_commands(self.scrape())
@@ -345,7 +367,7 @@ class Bench:
         reconciles_before = self.metric(self.scrape(), "kubeslurm_reconcile_duration_seconds_count", **ours)
         r["down_s"] = self.timed(
             f"kubectl scale nodeset {self.nodes} -> 0: drained, pods gone, node records deleted",
-            lambda: [self.cp.kubectl("scale", "nodeset", n, "-n", NAMESPACE, "--replicas=0") for n in self.replicas],
+            lambda: self.scale_node_sets({name: 0 for name in self.replicas}),
             lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0)
         scraped = self.scrape()
         after = self.slurm_commands(scraped)
@@ -356,36 +378,36 @@ class Bench:
 
 
 def figures(r: dict) -> list[Figure]:
-    n, idle_0, idle_n = r["nodes"], r["idle_0"], r["idle_n"]
+    n, small, big = r["nodes"], r["idle_small"], r["idle_n"]
     reconcile_target = RECONCILE_TARGET_S[1000 if n <= 1000 else 5000]
     up, down = r["up_s"] / r["bare_up_s"], r["down_s"] / r["bare_down_s"]
     batched = sum(v for c, v in r["down_commands"].items() if c in ("scontrol update", "scontrol delete"))
     memory = r["memory"]
+    at_small = f"at {SMALL} pods"
+    small_commands, big_commands = (sum(x["slurm_commands_per_reconcile"].values()) for x in (small, big))
     return [
-        Figure(f"no-op reconcile at {n} slurmd pods (kwok): API reads", "no more than at 0 pods",
-               f"{idle_n['reads_per_reconcile']:.1f} per reconcile", f"{idle_0['reads_per_reconcile']:.1f} at 0 pods",
-               f"{idle_n['reads_per_reconcile'] / idle_0['reads_per_reconcile']:.2f}x",
-               idle_n["reads_per_reconcile"] <= idle_0["reads_per_reconcile"] + 0.5),
-        Figure(f"no-op reconcile at {n} slurmd pods: API writes", "0", f"{idle_n['writes']}", f"{idle_0['writes']} at 0 pods",
-               met=idle_n["writes"] == 0),
-        Figure(f"no-op reconcile at {n} slurmd pods: time", f"<= {reconcile_target:g} s",
-               f"{idle_n['seconds_per_reconcile']:.2f} s", f"{idle_0['seconds_per_reconcile']:.2f} s at 0 pods",
-               met=idle_n["seconds_per_reconcile"] <= reconcile_target),
-        Figure(f"no-op reconcile at {n} slurmd pods: Slurm commands", "no more than at 0 pods",
-               f"{sum(idle_n['slurm_commands_per_reconcile'].values()):.1f} per reconcile",
-               f"{sum(idle_0['slurm_commands_per_reconcile'].values()):.1f} at 0 pods",
-               met=sum(idle_n["slurm_commands_per_reconcile"].values())
-               <= sum(idle_0["slurm_commands_per_reconcile"].values()) + 0.5),
-        Figure(f"operator memory at {n} slurmd pods", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
+        Figure(f"no-op reconcile, {n} slurmd pods (kwok): API reads", f"as many as {at_small}",
+               f"{big['reads_per_reconcile']:.1f}", f"{small['reads_per_reconcile']:.1f} {at_small}",
+               f"{big['reads_per_reconcile'] / small['reads_per_reconcile']:.2f}x",
+               big["reads_per_reconcile"] <= small["reads_per_reconcile"]),
+        Figure(f"no-op reconcile, {n} slurmd pods: API writes", "0", f"{big['writes']}", f"{small['writes']} {at_small}",
+               met=big["writes"] == 0),
+        Figure(f"no-op reconcile, {n} slurmd pods: time", f"<= {reconcile_target:g} s",
+               f"{big['seconds_per_reconcile']:.2f} s", f"{small['seconds_per_reconcile']:.2f} s {at_small}",
+               met=big["seconds_per_reconcile"] <= reconcile_target),
+        Figure(f"no-op reconcile, {n} slurmd pods: Slurm commands", f"as many as {at_small}",
+               f"{big_commands:.1f} ({', '.join(sorted(big['slurm_commands_per_reconcile']))})",
+               f"{small_commands:.1f} {at_small}", met=big_commands <= small_commands),
+        Figure(f"operator memory (RSS), {n} slurmd pods", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
                f"{memory['rss_mib']:.0f} MiB (peak {memory['peak_mib']:.0f} MiB)",
+               f"{r['memory_small']['rss_mib']:.0f} MiB {at_small}",
                met=memory["peak_mib"] <= MEMORY_TARGET_MIB if n <= 1000 else None),
         Figure(f"scale-up 0 -> {n} (kwok), NodeSets Ready", f"<= {SCALE_RATIO_TARGET}x", f"{r['up_s']:.1f} s",
-               f"bare StatefulSets of the same pods {r['bare_up_s']:.1f} s", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),
-        Figure(f"scale-down {n} -> 0 (drain, pods gone, records deleted)", f"<= {SCALE_RATIO_TARGET}x", f"{r['down_s']:.1f} s",
-               f"bare StatefulSets of the same pods {r['bare_down_s']:.1f} s", f"{down:.2f}x", down <= SCALE_RATIO_TARGET),
-        Figure(f"Slurm drain/delete commands of that scale-down", "batched: not one per node",
-               f"{batched:.0f} ({', '.join(f'{c}: {v:.0f}' for c, v in sorted(r['down_commands'].items()))}) "
-               f"in {r['down_reconciles']:.0f} reconciles", f"{n} nodes", met=batched < n / 10),
+               f"bare StatefulSets, same pods: {r['bare_up_s']:.1f} s", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),
+        Figure(f"scale-down {n} -> 0: drained, pods gone, records deleted", f"<= {SCALE_RATIO_TARGET}x", f"{r['down_s']:.1f} s",
+               f"bare StatefulSets, same pods: {r['bare_down_s']:.1f} s", f"{down:.2f}x", down <= SCALE_RATIO_TARGET),
+        Figure("scontrol update/delete in that scale-down", "batched, not one per node",
+               f"{batched:.0f} in {r['down_reconciles']:.0f} reconciles", f"{n} nodes", met=batched < n / 10),
     ]
 
 

@@ -12,6 +12,7 @@ The exec's own cost (a websocket per command) is not part of what the benchmark 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -40,7 +41,26 @@ class NativeSlurmAccess:
         return SlurmControl(measured_runner(self.run, cluster.metadata.namespace, cluster.metadata.name))
 
 
+def dump_allocations_on_sigusr1(path: str) -> None:
+    """With KUBESLURM_BENCH_TRACEMALLOC=FILE: where the operator's memory is, written on SIGUSR1."""
+    import signal
+    import tracemalloc
+
+    tracemalloc.start(8)
+
+    def dump(*_):
+        stats = tracemalloc.take_snapshot().statistics("traceback")
+        with open(path, "w") as out:
+            for stat in stats[:25]:
+                out.write(f"{stat.size / 2**20:.1f} MiB in {stat.count} blocks\n")
+                out.write("".join(f"    {line}\n" for line in stat.traceback.format()[-8:]))
+
+    signal.signal(signal.SIGUSR1, dump)
+
+
 def main() -> int:
+    if os.environ.get("KUBESLURM_BENCH_TRACEMALLOC"):
+        dump_allocations_on_sigusr1(os.environ["KUBESLURM_BENCH_TRACEMALLOC"])
     access = NativeSlurmAccess(json.loads(sys.argv[1]))
     start = handlers.RUNTIME.start
 

@@ -198,7 +198,10 @@ def command_run(args) -> int:
         os.environ["KUBECONFIG"] = args.kubeconfig
         os.environ["KUBESLURM_KUBECONFIG"] = args.kubeconfig
     from .metrics.endpoint import serve_metrics
+    from .process_memory import limit_arenas
     from .reconcile import handlers
+
+    limit_arenas()  # before the metrics server, kopf and the daemons start their threads
 
     if args.metrics_port:
         try:

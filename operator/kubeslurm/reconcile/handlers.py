@@ -18,6 +18,7 @@ import kopf
 from .. import ownership
 from ..api import GROUP, VERSION
 from ..metrics.operator_metrics import CLUSTERS, PENDING_WAKEUPS, forget_cluster
+from ..process_memory import return_free_memory
 from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
@@ -133,6 +134,7 @@ def _reconcile_until_stopped(namespace, name, stopped):
         wakeup.clear()
         try:
             RUNTIME.reconciler.reconcile(namespace, name)
+            return_free_memory()  # what a big cluster's listings took (process_memory)
             backoff = 0.0
             wait = RESYNC_SECONDS
         except StepFailed:

@@ -1,0 +1,41 @@
+"""Keeping the operator's resident memory near what it really uses (glibc malloc).
+
+A reconcile of a big cluster parses megabytes of JSON (1000 slurmd pods are about 3 MB) and
+frees it again; kopf decodes watch events meanwhile in other threads. Python hands freed
+memory back to malloc, but glibc keeps it: one heap ("arena") per thread that allocated,
+each holding its high-water mark. Measured with 1000 kwok-faked pods: about 10 MiB of live
+Python objects in a process of 170 MiB. So the operator asks for few arenas at start and
+gives back the free heap after each reconcile (`malloc_trim`, a few milliseconds).
+Elsewhere than glibc (musl, macOS) both are no-ops.
+"""
+
+import ctypes
+import ctypes.util
+import logging
+
+log = logging.getLogger(__name__)
+M_ARENA_MAX = -8  # mallopt parameter number in glibc's malloc.h
+ARENAS = 2
+
+
+def _glibc():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:
+        return None
+
+
+_LIBC = _glibc()
+
+
+def limit_arenas() -> None:
+    """Call before threads start: later threads share ARENAS heaps instead of one each."""
+    if _LIBC is not None and not _LIBC.mallopt(M_ARENA_MAX, ARENAS):
+        log.debug("mallopt(M_ARENA_MAX) refused")
+
+
+def return_free_memory() -> None:
+    """Give the free parts of malloc's heaps back to the system."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
