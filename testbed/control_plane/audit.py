@@ -8,33 +8,26 @@ import json
 from pathlib import Path
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
-
-# Metadata (who, what verb, which object, response code) for every write; nothing
-# for reads, so the log stays small and a test can count writes by user.
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: Metadata
-    verbs: [create, update, patch, delete, deletecollection]
-  - level: None
-"""
-
-
 READ_VERBS = ("get", "list")
 
-# The same, plus metadata of every get and list: for counting a component's reads too
-# (the scale benchmark's "reads of a no-op reconcile do not grow with the nodes").
-AUDIT_POLICY_WITH_READS = """\
+
+def audit_policy(verbs: tuple[str, ...]) -> str:
+    """Metadata (who, what verb, which object, response code) of the requests with these
+    verbs, nothing of the others, so the log stays small and a test can count by user."""
+    return f"""\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
   - level: Metadata
-    verbs: [create, update, patch, delete, deletecollection, get, list]
+    verbs: [{", ".join(verbs)}]
   - level: None
 """
+
+
+AUDIT_POLICY = audit_policy(WRITE_VERBS)
+# Reads too: for counting a component's gets and lists (a no-op reconcile's must not grow with the pods).
+AUDIT_POLICY_WITH_READS = audit_policy(WRITE_VERBS + READ_VERBS)
 
 
 class AuditLog:

@@ -14,30 +14,21 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../go-toolchain.sh
+source "$here/../go-toolchain.sh"
 
-version=$(awk '$1 == "require" { $0 = substr($0, index($0, $2)) }
-               $1 == "sigs.k8s.io/kwok" && $2 ~ /^v/ { print $2; exit }' "$here/go.mod")
+version=$(required_version "$here/go.mod" sigs.k8s.io/kwok)
 if [[ ! $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
   echo "build.sh: cannot find the sigs.k8s.io/kwok requirement in $here/go.mod" >&2
   exit 1
 fi
+bin=${KUBESLURM_CACHE:-$HOME/.cache/kubeslurm}/kwok/$version/bin
 
-cache=${KUBESLURM_CACHE:-$HOME/.cache/kubeslurm}
-bin=$cache/kwok/$version/bin
-
-if [[ -x $bin/kwok ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-# shellcheck source=../go-toolchain.sh
-source "$here/../go-toolchain.sh"
+built() { [[ -x $bin/kwok ]] && echo "$bin"; }
+built && exit 0
 find_go
 lock_bin_dir "$bin"
-if [[ -x $bin/kwok ]]; then # built by someone holding the lock before us
-  echo "$bin"
-  exit 0
-fi
+built && exit 0 # built by someone who held the lock before us
 
 # kwok's version is a constant in its source (pkg/consts), so no -X flags are needed.
 echo "build.sh: building kwok $version into $bin; a cold build takes minutes" >&2
