@@ -169,6 +169,7 @@ class Bench:
             kubeconfig, WORK / "operator.log", resync_seconds=RESYNC_SECONDS,
             launcher=(sys.executable, str(ROOT / "benchmarks" / "scale_operator.py"), json.dumps(prefix)))
         (WORK / "operator.log").unlink(missing_ok=True)
+        os.environ["PYTHONMALLOC"] = "malloc"  # as the operator image runs it (process_memory.py)
         self.operator.start()
         self.stack.callback(self.operator.stop)
 

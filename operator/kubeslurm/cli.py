@@ -191,6 +191,9 @@ def command_render(args) -> int:
 
 def command_run(args) -> int:
     """Start the operator. One replica (Deployment strategy Recreate): peering is off, see README."""
+    from .process_memory import limit_arenas
+
+    limit_arenas()  # before the metrics server, kopf and the daemons start their threads
     import kopf
 
     if args.kubeconfig:
@@ -198,10 +201,7 @@ def command_run(args) -> int:
         os.environ["KUBECONFIG"] = args.kubeconfig
         os.environ["KUBESLURM_KUBECONFIG"] = args.kubeconfig
     from .metrics.endpoint import serve_metrics
-    from .process_memory import limit_arenas
     from .reconcile import handlers
-
-    limit_arenas()  # before the metrics server, kopf and the daemons start their threads
 
     if args.metrics_port:
         try:
