@@ -125,6 +125,22 @@ IMAGES: dict[str, ImageSpec] = {
             tag_depths=(2, 3),  # 2.6 and 2.6.10
         ),
         ImageSpec(
+            name="fake-gpu",
+            repository="localhost/kubeslurm/fake-gpu",
+            title="kubeslurm fake GPU device plugin",
+            description="testbed/local_cluster/fake_gpu as an image: a kubelet device plugin with fake "
+                        "nvidia.com/gpu devices, run as a DaemonSet by the e2e tier's kind provider",
+            entrypoint=["/opt/fake-gpu/bin/python", "-m", "testbed.local_cluster.fake_gpu"],
+            cmd=["--help"],
+            # Root: mknod of the fake /dev/nvidiaN and the socket in the kubelet's plugin folder.
+            user="0:0",
+            env=[f"PATH=/opt/fake-gpu/bin:{CHROOT_PATH}", "PYTHONPATH=/opt/fake-gpu/lib/kubeslurm",
+                 "KUBESLURM_CACHE=/opt/fake-gpu/stubs", "PYTHONUNBUFFERED=1"],
+            tag_depths=(0,),  # the project's version from pyproject.toml
+            source=("testbed/local_cluster/fake_gpu",),
+            needs_network=True,
+        ),
+        ImageSpec(
             name="operator",
             repository="localhost/kubeslurm/operator",
             title="kubeslurm operator",

@@ -39,9 +39,14 @@ def helm_binary() -> str:
 # -- images -------------------------------------------------------------------------
 
 
-def build_images() -> list[dict]:
+# What the operator and a SlurmCluster run (ldap: the e2e tier's directory). images/build.py
+# knows one more, fake-gpu, which only the kind provider needs (testbed/cluster_providers.py).
+CLUSTER_IMAGES = ("slurm", "mariadb", "ldap", "operator")
+
+
+def build_images(names: tuple[str, ...] = CLUSTER_IMAGES) -> list[dict]:
     """images/build.py: one dict per image (name, path of the docker-archive tar, tags, cached)."""
-    out = subprocess.run([sys.executable, str(ROOT / "images/build.py"), "--json"], check=True, text=True,
+    out = subprocess.run([sys.executable, str(ROOT / "images/build.py"), "--json", *names], check=True, text=True,
                          stdout=subprocess.PIPE).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 

@@ -20,6 +20,17 @@ import uuid
 import pytest
 
 
+def pytest_addoption(parser):
+    # Here, not in tests/e2e/conftest.py: pytest reads options only from the conftest files it
+    # loads first, and a run of `pytest tests` does not load tests/e2e's first.
+    from testbed import cluster_providers
+
+    parser.addoption("--e2e-cluster", choices=cluster_providers.PROVIDERS, default=None,
+                     help="where the e2e tier runs: local (default), kubeconfig "
+                          f"(${cluster_providers.KUBECONFIG_ENV}) or kind (pytest-kind, Docker); "
+                          f"also ${cluster_providers.PROVIDER_ENV}")
+
+
 @contextlib.contextmanager
 def output_shown(config: pytest.Config):
     # A cold build runs for minutes: show its progress instead of swallowing it.

@@ -44,7 +44,7 @@ def builder():
 
 @pytest.fixture(scope="session")
 def images(builder, pytestconfig):
-    """{name: Result} of images/build.py for every image it knows (slurm, mariadb, ldap, operator)."""
+    """{name: Result} of images/build.py for every image it knows (slurm, mariadb, ldap, operator, fake-gpu)."""
     if os.geteuid() != 0:
         pytest.skip("the image tier needs root: debootstrap, overlayfs, chroot, namespaces")
     capman = pytestconfig.pluginmanager.getplugin("capturemanager")

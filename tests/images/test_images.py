@@ -14,6 +14,8 @@ programs in them really running, without Kubernetes.
   restart keeps the data; slurmdbd from the Slurm image creates its tables in it.
 - ldap: the generic checks here; slapd and SSSD running against it are in
   test_identity.py.
+- fake-gpu: the generic checks here; its plugin registering with a kubelet is in
+  test_fake_gpu_image.py.
 - operator: `kubeslurm --help` and `kubeslurm render` as uid 65532, same output
   as the host's.
 - containerd (when installed): images/load.sh into a private containerd, then
@@ -45,7 +47,7 @@ from tests.images.conftest import REPO, layer_member, run_in_root, wait_for
 
 pytestmark = pytest.mark.images
 
-NAMES = ["slurm", "mariadb", "ldap", "operator"]
+NAMES = ["slurm", "mariadb", "ldap", "operator", "fake-gpu"]
 SLURM_UID = 64030
 MiB = 2**20
 
@@ -84,6 +86,12 @@ def expected(builder) -> dict:
         "operator": dict(tag=operator_image_in_deploy(), entrypoint=["/opt/kubeslurm/bin/kubeslurm"],
                          cmd=["run"], user="65532:65532",
                          version=re.escape(builder.project_version()), size=(60, 400)),
+        # Only the kind provider of the e2e tier loads it (testbed/cluster_providers.py); 136 MiB
+        # seen: python3 ~60, grpcio + protobuf ~40.
+        "fake-gpu": dict(tag=f"localhost/kubeslurm/fake-gpu:{builder.project_version()}",
+                         entrypoint=["/opt/fake-gpu/bin/python", "-m", "testbed.local_cluster.fake_gpu"],
+                         cmd=["--help"], user="0:0", version=re.escape(builder.project_version()),
+                         size=(60, 250)),
     }
 
 
@@ -562,6 +570,7 @@ def test_containerd_imports_and_runs_the_images(containerd, images):
         "mariadb": (["mariadb-admin", "--version"], "11."),
         "ldap": (["sh", "-c", "slapd -VV 2>&1"], "slapd 2.6"),
         "operator": (["sh", "-c", "id -u; kubeslurm --help"], "65532"),
+        "fake-gpu": (["/opt/fake-gpu/bin/python", "-m", "testbed.local_cluster.fake_gpu", "--help"], "--device-dir"),
     }
     for n, (cmd, want) in runs.items():
         cid = f"ksl-img-test-{n}-{os.getpid()}"

@@ -4,7 +4,6 @@ device list, and what Allocate hands back (the real kubelet is in tests/cluster)
 from __future__ import annotations
 
 import threading
-from concurrent import futures
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ grpc = pytest.importorskip("grpc")
 pytest.importorskip("grpc_tools")
 
 from testbed.local_cluster.fake_gpu.plugin import FakeGpuPlugin, load_stubs  # noqa: E402
+from tests.stand_in_kubelet import StandInKubelet  # noqa: E402
 
 
 @pytest.fixture
@@ -20,33 +20,12 @@ def stubs(tmp_path):
     return load_stubs(tmp_path / "cache")
 
 
-class FakeKubelet:
-    """Serves Registration on kubelet.sock and records the requests."""
-
-    def __init__(self, stubs, directory: Path):
-        pb2, pb2_grpc = stubs
-        self.requests = []
-        self.registered = threading.Event()
-        kubelet = self
-
-        class Registration(pb2_grpc.RegistrationServicer):
-            def Register(self, request, context):
-                kubelet.requests.append(request)
-                kubelet.registered.set()
-                return pb2.Empty()
-
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        pb2_grpc.add_RegistrationServicer_to_server(Registration(), self.server)
-        self.server.add_insecure_port(f"unix://{directory / 'kubelet.sock'}")
-        self.server.start()
-
-
 def test_registers_and_allocates_renumbered_devices(stubs, tmp_path):
     pb2, pb2_grpc = stubs
     # Short paths: unix socket names are limited to 107 bytes.
     plugin_dir = Path(tmp_path) / "dp"
     plugin_dir.mkdir()
-    kubelet = FakeKubelet(stubs, plugin_dir)
+    kubelet = StandInKubelet(stubs, plugin_dir)
     plugin = FakeGpuPlugin(pb2, pb2_grpc, node_name="n1", count=4, device_dir=tmp_path / "dev",
                            plugin_dir=plugin_dir)
     runner = threading.Thread(target=plugin.run, daemon=True)
@@ -88,6 +67,6 @@ def test_registers_and_allocates_renumbered_devices(stubs, tmp_path):
     finally:
         plugin.stop()
         runner.join(10)
-        kubelet.server.stop(0)
+        kubelet.stop()
     assert not runner.is_alive()
     assert not (plugin_dir / req.endpoint).exists()
