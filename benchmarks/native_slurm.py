@@ -27,7 +27,7 @@ if __name__ == "__main__":  # run as a script: make `benchmarks` and `testbed` i
     sys.path.insert(0, str(REPO))
 
 from benchmarks.job_throughput import measure_throughput  # noqa: E402
-from kubeslurm.render.accounting_commands import accounting_commands  # noqa: E402
+from kubeslurm.render.config.accounting_commands import accounting_commands  # noqa: E402
 from testbed import native_slurm  # noqa: E402
 from testbed.native_slurm.rendered import account_users, load, native_cluster, read_documents, slurm_control  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.figures import Figure, dump  # noqa: E402
 from kubeslurm.api import load_documents  # noqa: E402
 from kubeslurm.render.cluster_objects import desired_objects  # noqa: E402
-from kubeslurm.render.config_hash import config_hash_key  # noqa: E402
+from kubeslurm.render.k8s.config_hash import config_hash_key  # noqa: E402
 from kubeslurm.render.unix_ids import assign_unix_ids  # noqa: E402
 
 GPUS_PER_NODE = 8

@@ -53,8 +53,8 @@ import yaml  # noqa: E402
 
 from benchmarks.figures import Figure, dump, table  # noqa: E402
 from kubeslurm.api import load_documents  # noqa: E402
-from kubeslurm.render import naming  # noqa: E402
-from kubeslurm.render.slurmd_node import slurmd_conf_line  # noqa: E402
+from kubeslurm.render.k8s import naming  # noqa: E402
+from kubeslurm.render.slurmd.node import slurmd_conf_line  # noqa: E402
 from kubeslurm.reconcile.slurm_hostlist import compress  # noqa: E402
 from testbed import native_slurm  # noqa: E402
 from testbed.control_plane.audit import per_cycle  # noqa: E402

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Entrypoint of localhost/kubeslurm/mariadb: the subset of the official `mariadb`
 # image's entrypoint that kubeslurm's MariaDB StatefulSet relies on (contract:
-# operator/kubeslurm/render/mariadb_statefulset.py).
+# operator/kubeslurm/render/database/statefulset.py).
 #
 #   kubeslurm-mariadb-entrypoint [--mariadbd-option...]   # runs mariadbd with them
 #   kubeslurm-mariadb-entrypoint mariadbd [--option...]   # the same

@@ -2,7 +2,7 @@
 # Steps that turn "Debian trixie + images/mariadb/packages.txt" into the MariaDB
 # image. Run as root inside the image root by both images/mariadb/Dockerfile and
 # images/build.py (the same script, so both builders make the same image). The
-# image contract is the docstring of operator/kubeslurm/render/mariadb_statefulset.py.
+# image contract is the docstring of operator/kubeslurm/render/database/statefulset.py.
 set -eu
 here=$(dirname "$0")
 

@@ -10,14 +10,14 @@ import yaml
 
 from .api import ManifestError, NodeSet, SlurmCluster, load_files
 from .api.crds import crd_file_name, custom_resource_definitions
-from .render.cluster_objects import desired_objects
-from .render.config_hash import config_hash_key
-from .render.config_files import render_config_files
-from .render.errors import RenderError
-from .render.name_collisions import name_collisions
-from .render.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
-from .render.slurm_pod import unix_users
-from .render.slurmd_node import slurmd_conf_line
+from kubeslurm.render.cluster_objects import desired_objects
+from kubeslurm.render.config.files import render_config_files
+from kubeslurm.render.errors import RenderError
+from kubeslurm.render.k8s.config_hash import config_hash_key
+from kubeslurm.render.k8s.name_collisions import name_collisions
+from kubeslurm.render.k8s.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
+from kubeslurm.render.slurm_pod import unix_users
+from kubeslurm.render.slurmd.node import slurmd_conf_line
 
 # /metrics; kopf's liveness endpoint (--liveness) has 8080.
 METRICS_PORT = 9090

@@ -193,7 +193,7 @@ class NativeSlurmCluster(SlurmDaemons):
             for n in self.nodes:
                 self._start_slurmd(n)
             if self.login_host:
-                # As the login pods run it (render/login_statefulset.py): -D keeps sackd
+                # As the login pods run it (render/login/statefulset.py): -D keeps sackd
                 # in the foreground (24.11 accepts it, its usage text omits it), and on
                 # `scontrol reconfigure` it re-executes argv[0] in place with execve(),
                 # which does not search PATH: hence the absolute path.

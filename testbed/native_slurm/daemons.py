@@ -124,7 +124,7 @@ class SlurmDaemons:
                    ["slurmctld", "slurmdbd"])
 
     def _start_slurmd(self, n: NodeSpec) -> None:
-        # As the slurmd pods run it (render/slurmd_statefulset.py): -N names the node
+        # As the slurmd pods run it (render/slurmd/statefulset.py): -N names the node
         # before slurmd has a config, so SlurmdSpoolDir's %n is the same when slurmd
         # re-executes itself on `scontrol reconfigure`. Without -N, 24.11 caches the
         # fetched configs in /var/spool/slurmd//conf-cache and the re-executed slurmd

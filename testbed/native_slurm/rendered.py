@@ -29,10 +29,10 @@ import yaml
 
 from kubeslurm.api import load_documents
 from kubeslurm.reconcile.slurm_control import SlurmControl
-from kubeslurm.render import naming
-from kubeslurm.render.config_files import render_config_files
-from kubeslurm.render.slurmd_node import slurmd_conf_line
-from kubeslurm.render.slurmdbd_conf import database_connection, render_slurmdbd_conf
+from kubeslurm.render.config.files import render_config_files
+from kubeslurm.render.config.slurmdbd_conf import database_connection, render_slurmdbd_conf
+from kubeslurm.render.k8s import naming
+from kubeslurm.render.slurmd.node import slurmd_conf_line
 from testbed.native_slurm.cluster import NativeSlurmCluster, NodeSpec
 
 

@@ -10,7 +10,7 @@
   CA made here by openssl, refuses plain-text operations and anonymous reads,
   accepts the admin password from a file, runs slapd as openldap, and after a
   restart keeps the data without seeding again.
-- SSSD from the Slurm image with the sssd.conf that render/sssd_conf.py renders
+- SSSD from the Slurm image with the sssd.conf that render/config/sssd_conf.py renders
   (StartTLS, certificate demanded): `getent passwd`, `id` give the directory's
   uid, gid and groups, `sss_ssh_authorizedkeys` prints alice's key, an unknown
   user is absent, a user added to slapd while sssd runs appears within the
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeslurm.render.sssd_conf import SSSD_COMMAND, SssdConfig, render_sssd_conf
+from kubeslurm.render.config.sssd_conf import SSSD_COMMAND, SssdConfig, render_sssd_conf
 from tests.images.conftest import RootProcess, run_in_root, wait_for
 
 pytestmark = pytest.mark.images

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kubeslurm.api import load_files
-from kubeslurm.render.config_files import render_config_files
+from kubeslurm.render.config.files import render_config_files
 
 from testbed.waiting import wait_for
 

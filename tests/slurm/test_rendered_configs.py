@@ -38,10 +38,10 @@ from kubeslurm.reconcile.scale_down import plan_scale
 from kubeslurm.reconcile.slurm_control import SlurmControl
 from kubeslurm.reconcile.slurm_hostlist import expand
 from kubeslurm.reconcile.slurm_sync import _apply_accounts, accounts_hash
-from kubeslurm.render import naming
-from kubeslurm.render.accounting_commands import accounting_commands
-from kubeslurm.render.config_files import render_config_files
-from kubeslurm.render.slurmd_node import slurmd_conf_line
+from kubeslurm.render.config.accounting_commands import accounting_commands
+from kubeslurm.render.config.files import render_config_files
+from kubeslurm.render.k8s import naming
+from kubeslurm.render.slurmd.node import slurmd_conf_line
 from testbed.native_slurm import NativeSlurmCluster
 from testbed.native_slurm.rendered import load, native_cluster, read_documents
 from testbed.waiting import wait_for

@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from kubeslurm.render.accounting_commands import accounting_commands
+from kubeslurm.render.config.accounting_commands import accounting_commands
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
 

@@ -19,9 +19,9 @@ import yaml
 
 from kubeslurm.api import ManifestError, load_documents
 from kubeslurm.cli import main
-from kubeslurm.render.config_files import render_config_files
+from kubeslurm.render.config.files import render_config_files
 from kubeslurm.render.errors import RenderError
-from kubeslurm.render.name_collisions import name_collisions
+from kubeslurm.render.k8s.name_collisions import name_collisions
 
 from .manifests import contract_documents, set_path
 

@@ -3,12 +3,12 @@
 import pytest
 
 from kubeslurm.api import load_documents, parse_object
-from kubeslurm.render.accounting_commands import accounting_commands
-from kubeslurm.render.cgroup_conf import render_cgroup_conf
-from kubeslurm.render.gres_conf import gres_lines
-from kubeslurm.render.slurmd_node import slurmd_conf_line
-from kubeslurm.render.slurmdbd_conf import render_slurmdbd_conf
-from kubeslurm.render.topology_conf import block_lines, render_topology_conf, tree_lines
+from kubeslurm.render.config.accounting_commands import accounting_commands
+from kubeslurm.render.config.cgroup_conf import render_cgroup_conf
+from kubeslurm.render.config.gres_conf import gres_lines
+from kubeslurm.render.config.slurmdbd_conf import render_slurmdbd_conf
+from kubeslurm.render.config.topology_conf import block_lines, render_topology_conf, tree_lines
+from kubeslurm.render.slurmd.node import slurmd_conf_line
 
 from .manifests import contract_documents, set_path
 

@@ -7,11 +7,11 @@ import pytest
 
 from kubeslurm import ownership
 from kubeslurm.api import load_documents
-from kubeslurm.render import labels, naming
 from kubeslurm.render.cluster_objects import cluster_objects, desired_objects, node_set_objects
-from kubeslurm.render.config_hash import CONFIG_HASH_ANNOTATION, config_hash_key
-from kubeslurm.render.metadata import owner_reference
-from kubeslurm.render.secrets import auth_key_secret, database_password_secret
+from kubeslurm.render.k8s import labels, naming
+from kubeslurm.render.k8s.config_hash import CONFIG_HASH_ANNOTATION, config_hash_key
+from kubeslurm.render.k8s.metadata import owner_reference
+from kubeslurm.render.k8s.secrets import auth_key_secret, database_password_secret
 
 from .manifests import DELETE, contract_documents, load_with_uids, set_path
 
@@ -443,8 +443,8 @@ def test_slurmdbd_is_restarted_when_it_never_listens():
 
 def test_the_database_claim_belongs_to_the_cluster_not_to_its_stateful_set():
     objects = everything()
-    claim = find(objects, "PersistentVolumeClaim", naming.mariadb_data_claim("research"))
-    statefulset = find(objects, "StatefulSet", naming.mariadb_statefulset("research"))
+    claim = find(objects, "PersistentVolumeClaim", naming.database_data_claim("research"))
+    statefulset = find(objects, "StatefulSet", naming.database_statefulset("research"))
     assert [ref["kind"] for ref in claim["metadata"]["ownerReferences"]] == ["SlurmCluster"]
     # the pod mounts the claim by its template's name, so both describe the same volume
     [template] = statefulset["spec"]["volumeClaimTemplates"]

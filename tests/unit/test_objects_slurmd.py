@@ -3,9 +3,9 @@
 import pytest
 
 from kubeslurm.api import ManifestError
-from kubeslurm.render import labels
 from kubeslurm.render.cluster_objects import node_set_objects
-from kubeslurm.render.pod_template_merge import merge_pod_template
+from kubeslurm.render.k8s import labels
+from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
 
 from .manifests import contract_documents, load_with_uids, set_path
 

@@ -16,7 +16,7 @@ from kubeslurm.render.cluster_objects import cluster_objects, node_set_objects
 from .manifests import contract_documents, load_with_uids, set_path
 
 CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
-HASH_KEY = b"k" * 32  # keys slurmdbd.conf's hash (render/config_hash.py)
+HASH_KEY = b"k" * 32  # keys slurmdbd.conf's hash (render/k8s/config_hash.py)
 
 
 def accounts(users_per_account: int, prefix: str) -> list[dict]:

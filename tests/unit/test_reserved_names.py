@@ -16,8 +16,8 @@ from kubeslurm.api.pod_template import (
     mount_path_problem,
 )
 from kubeslurm.cli import kubernetes_objects_offline
-from kubeslurm.render import labels
-from kubeslurm.render.name_collisions import cluster_derived_names, name_collisions
+from kubeslurm.render.k8s import labels
+from kubeslurm.render.k8s.name_collisions import cluster_derived_names, name_collisions
 
 from .manifests import contract_documents, load_with_uids, set_path
 

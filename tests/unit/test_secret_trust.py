@@ -17,11 +17,11 @@ from kubeslurm.api import SlurmCluster
 from kubeslurm.reconcile import secret_trust
 from kubeslurm.reconcile.cluster_reconcile import ClusterReconciler
 from kubeslurm.reconcile.run_state import Run, StepFailed
-from kubeslurm.render.cluster_objects import cluster_objects
-from kubeslurm.render.config_hash import CONFIG_HASH_ANNOTATION, config_hash_key, keyed_config_hash
 from kubeslurm.reconcile.ssh_host_key import host_key_problem, new_host_key, public_host_key
-from kubeslurm.render.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
-from kubeslurm.render.slurmdbd_conf import render_slurmdbd_conf, storage_password_problem
+from kubeslurm.render.cluster_objects import cluster_objects
+from kubeslurm.render.config.slurmdbd_conf import render_slurmdbd_conf, storage_password_problem
+from kubeslurm.render.k8s.config_hash import CONFIG_HASH_ANNOTATION, config_hash_key, keyed_config_hash
+from kubeslurm.render.k8s.secrets import auth_key_secret, database_password_secret, ssh_host_key_secret
 
 from .manifests import contract_documents, load_with_uids, set_path, with_uid
 

@@ -4,7 +4,7 @@ import pytest
 
 from kubeslurm.api import ManifestError, load_documents
 from kubeslurm.render.errors import RenderError
-from kubeslurm.render.slurm_conf import (
+from kubeslurm.render.config.slurm_conf import (
     ACCOUNTING_TUNABLES, BACKUP_TUNABLES, DEFAULT_TUNABLES, FAIR_SHARE_TUNABLES, OWNED_KEYS, render_slurm_conf,
 )
 

@@ -1,4 +1,4 @@
-"""sssd.conf rendering (render/sssd_conf.py): what each input turns into, and that no
+"""sssd.conf rendering (render/config/sssd_conf.py): what each input turns into, and that no
 input can end a line, open a section or add an option."""
 
 import configparser
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kubeslurm.render.sssd_conf import SssdConfig, render_sssd_conf
+from kubeslurm.render.config.sssd_conf import SssdConfig, render_sssd_conf
 
 BASE = SssdConfig(
     uris=("ldap://ldap-0.directory.example.org", "ldap://ldap-1.directory.example.org:389"),

@@ -1,6 +1,6 @@
 """Associations the spec dropped leave Slurm; only those kubeslurm made, and never while jobs hold them.
 
-Table tests of the pure planning (render/accounting_commands.py), the parsing of sacctmgr's
+Table tests of the pure planning (render/config/accounting_commands.py), the parsing of sacctmgr's
 output (reconcile/slurm_control.py), and the reconcile step (_apply_accounts) against a
 recording stand-in for sacctmgr that answers as Slurm 24.11 does (seen in the real-Slurm tier).
 """
@@ -13,7 +13,7 @@ from kubeslurm.reconcile.run_state import Run
 from kubeslurm.reconcile.slurm_control import SlurmCommandError, SlurmControl, parse_associations
 from kubeslurm.reconcile.slurm_sync import _apply_accounts, accounts_hash
 from kubeslurm.reconcile.status import cluster_status
-from kubeslurm.render.accounting_commands import (
+from kubeslurm.render.config.accounting_commands import (
     AssociationRemoval,
     SlurmAssociations,
     removal_plan,

@@ -89,7 +89,7 @@ def test_an_assignment_that_would_share_or_leave_the_range_is_refused_naming_the
 
 def test_pod_templates_take_the_uids_of_the_recorded_assignment():
     from kubeslurm.render.cluster_objects import node_set_objects
-    from kubeslurm.render.login_statefulset import login_stateful_set
+    from kubeslurm.render.login.statefulset import login_stateful_set
     from kubeslurm.render.slurm_pod import unix_users
 
     from .manifests import contract_documents, load_with_uids, set_path

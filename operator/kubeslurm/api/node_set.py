@@ -76,7 +76,7 @@ class UpdateStrategy(KubeModel):
     )
 
 
-# The operator names a cluster's own objects and pods `<cluster>-<suffix>` (render/naming.py;
+# The operator names a cluster's own objects and pods `<cluster>-<suffix>` (render/k8s/naming.py;
 # a unit test keeps this list in step with it). A NodeSet is a StatefulSet and a Service of
 # its own name with pods `<nodeset>-<ordinal>`, so it may be none of these names, nor a
 # name whose pods would be (`<cluster>-slurmctld` makes pods named like the slurmctld Services).

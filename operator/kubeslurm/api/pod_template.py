@@ -50,7 +50,7 @@ from .quantity import QUANTITY_PATTERN
 
 SLURMD_CONTAINER = "slurmd"
 
-# What the slurmd pod mounts (render/slurmd_statefulset.py, render/slurm_pod.py; a unit
+# What the slurmd pod mounts (render/slurmd/statefulset.py, render/slurm_pod.py; a unit
 # test keeps these lists in step with the rendered pod). A mount at, under or above one of
 # them would hide the key, the config, the spool or the users that slurmd relies on.
 RESERVED_MOUNT_PATHS = (
@@ -127,7 +127,7 @@ ObjectName = Annotated[str, Field(min_length=1, max_length=MAX_DNS_SUBDOMAIN, pa
 RelativePath = Annotated[str, Field(max_length=1024, pattern=RELATIVE_PATH_PATTERN)]
 
 # Every kubeslurm cluster keeps its auth key, database password and slurmdbd.conf in Secrets
-# named `<cluster>-<suffix>` (render/naming.py). A slurmd pod may read none of them, not even
+# named `<cluster>-<suffix>` (render/k8s/naming.py). A slurmd pod may read none of them, not even
 # another cluster's: whoever reads a key can forge any user of that cluster, and a
 # podTemplate may make a mounted Secret readable by every job (defaultMode).
 CLUSTER_SECRET_SUFFIXES = ("-auth-key", "-mariadb-password", "-slurmdbd-config", "-ssh-host-keys")

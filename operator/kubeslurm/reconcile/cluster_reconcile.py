@@ -20,12 +20,12 @@ from kubernetes.client.rest import ApiException
 from .. import ownership
 from ..api import ManifestError, SlurmCluster, parse_object
 from ..metrics.operator_metrics import forget_cluster, timed_reconcile, timed_step
-from ..render import naming
-from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects, ssh_host_key_secret
-from ..render.config_hash import config_hash_key
-from ..render.errors import RenderError
-from ..render.name_collisions import name_collisions, object_label
-from ..render.secrets import AUTH_KEY_BYTES
+from kubeslurm.render.cluster_objects import auth_key_secret, database_password_secret, desired_objects, ssh_host_key_secret
+from kubeslurm.render.errors import RenderError
+from kubeslurm.render.k8s import naming
+from kubeslurm.render.k8s.config_hash import config_hash_key
+from kubeslurm.render.k8s.name_collisions import name_collisions, object_label
+from kubeslurm.render.k8s.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
 from .events import EventRecorder

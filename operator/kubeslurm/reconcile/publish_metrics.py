@@ -8,7 +8,7 @@ ObserveKubernetes.
 from ..metrics.cluster_collector import SLURM_STATE
 from ..metrics.slurm_state import slurm_state_samples
 from ..ownership import STATEFUL_SET
-from ..render import naming
+from kubeslurm.render.k8s import naming
 from .run_state import Run
 
 

@@ -8,7 +8,7 @@ recorded what it may have applied; one that fails before has rendered nothing.
 
 from ..api import SlurmClusterStatus
 from ..ownership import SLURM_CLUSTER
-from ..render.unix_ids import assign_unix_ids
+from kubeslurm.render.unix_ids import assign_unix_ids
 from .kube_api import KubeApi
 from .run_state import Run
 

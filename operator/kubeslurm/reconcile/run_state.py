@@ -34,7 +34,7 @@ class Run:
     cluster: SlurmCluster | None = None
     node_sets: list[NodeSetState] = field(default_factory=list)
     database_password: str | None = None
-    config_hash_key: bytes | None = None  # keys the hash of slurmdbd.conf (render/config_hash.py)
+    config_hash_key: bytes | None = None  # keys the hash of slurmdbd.conf (render/k8s/config_hash.py)
     # Kubernetes, read once: the cluster's listed objects by (kind, name), its slurmd
     # pods, the Kubernetes nodes (only when there are slurmd pods), the controller pods.
     live: dict[tuple[str, str], dict] = field(default_factory=dict)

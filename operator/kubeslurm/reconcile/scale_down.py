@@ -12,7 +12,7 @@ Scaling back up before step 3 resumes the nodes we drained, and only those.
 
 from dataclasses import dataclass, field
 
-from ..render import naming
+from kubeslurm.render.k8s import naming
 from .slurm_control import OPERATOR_REASON_PREFIX, SlurmNode
 
 SCALE_DOWN_REASON = "scale-down"

@@ -23,8 +23,8 @@ import binascii
 from .. import ownership
 from ..api import GROUP
 from ..api.pod_template import CLUSTER_SECRET_SUFFIXES
-from ..render.secrets import AUTH_KEY_BYTES, AUTH_KEY_FILE, DATABASE_PASSWORD_KEY, MIN_AUTH_KEY_BYTES, SSH_HOST_KEY_FILE
-from ..render.slurmdbd_conf import storage_password_problem
+from kubeslurm.render.config.slurmdbd_conf import storage_password_problem
+from kubeslurm.render.k8s.secrets import AUTH_KEY_BYTES, AUTH_KEY_FILE, DATABASE_PASSWORD_KEY, MIN_AUTH_KEY_BYTES, SSH_HOST_KEY_FILE
 from .run_state import StepFailed
 from .ssh_host_key import host_key_problem
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..metrics.sdiag import SchedulerStatistics, parse_sdiag
-from ..render.accounting_commands import AssociationRemoval, SlurmAssociations
+from kubeslurm.render.config.accounting_commands import AssociationRemoval, SlurmAssociations
 from .slurm_hostlist import compress, expand
 
 OPERATOR_REASON_PREFIX = "kubeslurm:"

@@ -13,8 +13,8 @@ import json
 
 from .. import ownership
 from ..api import SlurmCluster
-from ..render import naming
-from ..render.accounting_commands import (
+from kubeslurm.render.k8s import naming
+from kubeslurm.render.config.accounting_commands import (
     AppliedAccounts,
     accounting_commands,
     desired_associations,
@@ -22,7 +22,7 @@ from ..render.accounting_commands import (
     stale_associations,
     still_applied,
 )
-from ..render.config_hash import CONFIG_HASH_ANNOTATION
+from kubeslurm.render.k8s.config_hash import CONFIG_HASH_ANNOTATION
 from .events import EventRecorder
 from .kube_api import KubeApi
 from .lost_slurmd import lost_slurmd_actions

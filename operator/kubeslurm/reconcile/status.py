@@ -9,8 +9,8 @@ answering) keep their last reported value instead of vanishing.
 
 from ..api import NodeSetStatus, SlurmClusterStatus
 from ..ownership import NODE_SET, NODE_SET_KIND, SLURM_CLUSTER, Kind
-from ..render import naming
-from ..render.labels import SLURMD, label_selector_string, selector_labels
+from kubeslurm.render.k8s import naming
+from kubeslurm.render.k8s.labels import SLURMD, label_selector_string, selector_labels
 from .conditions_report import conditions_for, same_conditions
 from .events import EventRecorder
 from .kube_api import KubeApi

@@ -13,32 +13,26 @@ says otherwise: they hold the researchers' files.
 
 from collections.abc import Mapping
 
-from ..api import NodeSet, SlurmCluster
-from . import slurm_pod
-from .accounting_statefulset import accounting_stateful_set
-from .config_files import render_config_files
-from .config_map import slurm_config_map
-from .controller_state_claim import controller_state_claim
-from .controller_statefulset import controller_stateful_set
-from .disruption_budgets import controller_disruption_budget, running_jobs_disruption_budget
-from .login_statefulset import login_stateful_set
-from .mariadb_statefulset import mariadb_data_claim, mariadb_network_policy, mariadb_stateful_set
-from .metadata import owner_reference, owned_by_cluster
-from .secrets import auth_key_secret, database_password_secret, slurmdbd_config_secret, ssh_host_key_secret
-from .services import (
-    accounting_service,
-    controller_address_services,
-    controller_service,
-    database_address_service,
-    login_service,
-    mariadb_service,
-    node_set_service,
-    slurmdbd_address_service,
-    ssh_service,
-)
-from .shared_storage import storage_claims
-from .slurmd_statefulset import slurmd_stateful_set
-from .slurmdbd_conf import render_slurmdbd_conf
+from kubeslurm.api import NodeSet, SlurmCluster
+from kubeslurm.render import slurm_pod
+from kubeslurm.render.accounting.services import accounting_service, accounting_address_service
+from kubeslurm.render.accounting.statefulset import accounting_stateful_set
+from kubeslurm.render.config.config_map import slurm_config_map
+from kubeslurm.render.config.files import render_config_files
+from kubeslurm.render.config.slurmdbd_conf import render_slurmdbd_conf
+from kubeslurm.render.controller.services import controller_address_services, controller_service
+from kubeslurm.render.controller.state_claim import controller_state_claim
+from kubeslurm.render.controller.statefulset import controller_stateful_set
+from kubeslurm.render.database.services import database_address_service, database_service
+from kubeslurm.render.database.statefulset import database_data_claim, database_network_policy, database_stateful_set
+from kubeslurm.render.k8s.disruption_budgets import controller_disruption_budget, running_jobs_disruption_budget
+from kubeslurm.render.k8s.metadata import owner_reference, owned_by_cluster
+from kubeslurm.render.k8s.secrets import auth_key_secret, database_password_secret, accounting_config_secret, ssh_host_key_secret
+from kubeslurm.render.login.services import login_service, ssh_service
+from kubeslurm.render.login.statefulset import login_stateful_set
+from kubeslurm.render.shared_storage import storage_claims
+from kubeslurm.render.slurmd.services import node_set_service
+from kubeslurm.render.slurmd.statefulset import slurmd_stateful_set
 
 __all__ = [
     "auth_key_secret", "cluster_objects", "database_password_secret", "desired_objects", "node_set_objects", "owner_reference",
@@ -122,15 +116,15 @@ def cluster_objects(
             )
         slurmdbd_conf = render_slurmdbd_conf(cluster, database_password)
         objects += [
-            slurmdbd_config_secret(cluster, slurmdbd_conf),
+            accounting_config_secret(cluster, slurmdbd_conf),
             accounting_service(cluster),
-            slurmdbd_address_service(cluster),
+            accounting_address_service(cluster),
             accounting_stateful_set(cluster, slurmdbd_conf, config_hash_key, users=users),
         ]
         if accounting.database.internal is not None:
             objects += [
-                mariadb_data_claim(cluster), mariadb_service(cluster), database_address_service(cluster),
-                mariadb_stateful_set(cluster), mariadb_network_policy(cluster),
+                database_data_claim(cluster), database_service(cluster), database_address_service(cluster),
+                database_stateful_set(cluster), database_network_policy(cluster),
             ]
     objects += storage_claims(cluster)
     objects += [login_service(cluster), login_stateful_set(cluster, users=users)]

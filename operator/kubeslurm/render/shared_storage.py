@@ -10,12 +10,12 @@ when the SlurmCluster goes; their labels name the cluster, which is how a new
 SlurmCluster of the same name recognises its kept claim (reconcile/apply_objects.py).
 """
 
-from ..api import SlurmCluster
-from ..api.pod_template import RESERVED_VOLUME_PREFIX
-from ..api.storage import HomeVolume, NewClaim, SharedVolume
-from . import labels, naming
-from .metadata import object_meta
-from .stateful_set import persistent_volume_claim_spec
+from kubeslurm.api import SlurmCluster
+from kubeslurm.api.pod_template import RESERVED_VOLUME_PREFIX
+from kubeslurm.api.storage import HomeVolume, NewClaim, SharedVolume
+from kubeslurm.render.k8s import labels, naming
+from kubeslurm.render.k8s.metadata import object_meta
+from kubeslurm.render.k8s.statefulset import persistent_volume_claim_spec
 
 HOME_VOLUME = "home"
 SHARED_ACCESS_MODE = "ReadWriteMany"

@@ -35,11 +35,11 @@ passwords, enough for `su`/`kubectl exec` and for Slurm.
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from ..api import SlurmCluster
-from . import naming
-from .secrets import AUTH_KEY_FILE
-from .shared_storage import HOME_VOLUME, has_shared_home, shared_mounts, shared_pod_volumes, storage_setup_script
-from .unix_ids import FIRST_UID, UID_SLOTS, uids_of_users
+from kubeslurm.api import SlurmCluster
+from kubeslurm.render.k8s import naming
+from kubeslurm.render.k8s.secrets import AUTH_KEY_FILE
+from kubeslurm.render.shared_storage import HOME_VOLUME, has_shared_home, shared_mounts, shared_pod_volumes, storage_setup_script
+from kubeslurm.render.unix_ids import FIRST_UID, UID_SLOTS, uids_of_users
 
 __all__ = ["FIRST_UID", "UID_SLOTS", "UnixUsers", "account_users", "install_config_container", "unix_users"]
 

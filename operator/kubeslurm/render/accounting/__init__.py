@@ -1,0 +1,1 @@
+"""slurmdbd: its StatefulSet and the Services it is reached by."""

@@ -1,0 +1,18 @@
+"""How slurmdbd is reached: its pod's name and a ClusterIP Service (AccountingStorageHost)."""
+
+from kubeslurm.api import SlurmCluster
+from kubeslurm.render.k8s import labels, naming
+from kubeslurm.render.k8s.services import headless_service, virtual_ip_service
+
+
+def accounting_address_service(cluster: SlurmCluster) -> dict:
+    return virtual_ip_service(naming.accounting_address(cluster.metadata.name), cluster, labels.ACCOUNTING,
+                               ("slurmdbd", naming.SLURMDBD_PORT), publish_not_ready=False)
+
+
+def accounting_service(cluster: SlurmCluster) -> dict:
+    name = cluster.metadata.name
+    return headless_service(
+        naming.accounting_service(name), cluster, name, labels.ACCOUNTING,
+        [("slurmdbd", naming.SLURMDBD_PORT)], publish_not_ready=False,
+    )

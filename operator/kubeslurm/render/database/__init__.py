@@ -1,0 +1,1 @@
+"""The internal MariaDB: its StatefulSet, data claim, network policy and Services."""

@@ -1,0 +1,1 @@
+"""The login pods: their StatefulSet and Services (the pods' DNS names, ssh)."""

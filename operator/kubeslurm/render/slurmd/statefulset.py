@@ -1,0 +1,155 @@
+"""slurmd: the StatefulSet of one NodeSet; pod `<nodeset>-<ordinal>` is Slurm node of that name.
+
+Pod layout:
+- init `install-config`: copies only the key into /etc/slurm (slurm.conf comes from
+  slurmctld: configless).
+- `slurmd -D -Z -N <pod name> --conf-server <slurmctld...> --conf '<CPUs=... RealMemory=...>'`:
+  a dynamic node that registers the pod's share of the machine, not the host's.
+  It runs as root: it starts every job as the job's user.
+- requests = limits = spec.resources (+ the GPUs under gpus.resourceName): Guaranteed
+  QoS, so the CPU manager can pin whole cores and nothing evicts a node for memory.
+- emptyDirs: /var/spool/slurmd (job scripts, per node by SlurmdSpoolDir=%n),
+  /run/slurm (the fetched configs and the auth socket the client commands use) and
+  /dev/shm in memory (the container default of 64Mi breaks NCCL and MPI).
+
+No config-hash annotation: slurmd gets slurm.conf from slurmctld and reloads it on
+`scontrol reconfigure`, while restarting its pod would kill the jobs in it. With the
+default OnDelete strategy even an image change waits until the operator or an admin
+deletes the pod.
+"""
+
+from copy import deepcopy
+
+from kubeslurm.api import NodeSet, SlurmCluster
+from kubeslurm.render import slurm_pod
+from kubeslurm.render.k8s import labels, naming, pods
+from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
+from kubeslurm.render.k8s.statefulset import stateful_set
+from kubeslurm.render.slurmd.node import slurmd_conf_line
+
+SLURMD_CONTAINER = "slurmd"
+SPOOL_DIR = "/var/spool/slurmd"
+SPOOL_VOLUME = "spool"
+SHM_VOLUME = "shm"
+# The preStop hook (at most 20 s) and slurmd's own shutdown fit well within it.
+TERMINATION_GRACE_SECONDS = 120
+
+# Marking the node DOWN as its pod goes makes slurmctld requeue its jobs now rather
+# than after SlurmdTimeout; the pod comes back under the same name and
+# ReturnToService=2 makes it usable again once it registers. `|| true`: a stopping
+# pod must not hang on an unreachable slurmctld.
+PRE_STOP = (
+    'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN '
+    'Reason="kubeslurm: pod terminating" || true'
+)
+
+# `scontrol show slurmd` is an authenticated RPC to this pod's slurmd: it passes once
+# slurmd has fetched its config (scontrol reads it from /run/slurm/conf) and answers
+# RPCs, and fails when slurmd is gone or wedged. It does not ask slurmctld, so a
+# controller restart does not turn every node unready (and unprotected by the
+# running-jobs PodDisruptionBudget). A TCP check would pass for a wedged slurmd.
+# No liveness probe: restarting the container kills its jobs; a hung slurmd is
+# Slurm's to handle (the node goes NOT_RESPONDING, then DOWN, and jobs requeue).
+def readiness_probe() -> dict:
+    """A new dict each time: callers may change the templates they get."""
+    return {
+        "exec": {"command": ["scontrol", "show", "slurmd"]},
+        "periodSeconds": 15,
+        "timeoutSeconds": 10,
+        "failureThreshold": 3,
+    }
+
+
+def slurmd_resources(node_set: NodeSet) -> dict[str, str]:
+    resources = node_set.spec.resources
+    quantities = {"cpu": str(resources.cpus), "memory": str(resources.memory)}
+    gpus = node_set.spec.gpus
+    if gpus is not None and gpus.count > 0:
+        quantities[gpus.resource_name] = str(gpus.count)
+    return quantities
+
+
+def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
+    quantities = slurmd_resources(node_set)
+    security = {"runAsUser": 0}
+    if cluster.spec.slurm.constrain_with_cgroups:
+        # cgroup confinement needs a writable cgroup tree and device control.
+        security["privileged"] = True
+    return {
+        "name": SLURMD_CONTAINER,
+        **slurm_pod.image_fields(cluster),
+        "command": ["slurmd"],
+        "args": [
+            "-D", "-Z",
+            "-N", "$(POD_NAME)",
+            "--conf-server", naming.conf_server(cluster.metadata.name, cluster.spec.controller.backup),
+            "--conf", slurmd_conf_line(node_set),
+        ],
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [{"name": "slurmd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
+        "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+        "readinessProbe": readiness_probe(),
+        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", PRE_STOP]}}},
+        "securityContext": security,
+        "volumeMounts": [
+            slurm_pod.slurm_etc_mount(),
+            {"name": SPOOL_VOLUME, "mountPath": SPOOL_DIR},
+            {"name": slurm_pod.SLURM_RUN_VOLUME, "mountPath": slurm_pod.SLURM_RUN},
+            {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
+            *slurm_pod.user_mounts(cluster, shared=True),
+        ],
+    }
+
+
+def slurmd_pod_template(cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers) -> dict:
+    """Our template with spec.podTemplate merged over it; the operator's labels always win.
+
+    The template shares no mutable object with the NodeSet or this module (callers may
+    change it), so it is built from copies rather than merged (a deep copy) when there
+    is no podTemplate: that copy was most of the render time of a large cluster.
+    """
+    spec = node_set.spec
+    pod_labels = labels.object_labels(cluster.metadata.name, labels.SLURMD, node_set.metadata.name)
+    pod_spec = pods.pod_spec(
+        init_containers=[slurm_pod.install_config_container(cluster, config_mode=None, users=users, shared=True)],
+        containers=[_slurmd_container(cluster, node_set)],
+        volumes=[
+            pods.empty_dir(slurm_pod.SLURM_ETC_VOLUME),
+            slurm_pod.key_volume(cluster),
+            pods.empty_dir(SPOOL_VOLUME),
+            pods.empty_dir(slurm_pod.SLURM_RUN_VOLUME),
+            pods.empty_dir(SHM_VOLUME, medium="Memory"),
+            *slurm_pod.user_volumes(cluster, shared=True),
+        ],
+        termination_grace_seconds=TERMINATION_GRACE_SECONDS,
+    )
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        pod_spec["tolerations"] = deepcopy(spec.tolerations)
+    if spec.affinity is not None:
+        pod_spec["affinity"] = deepcopy(spec.affinity)
+    template = pods.pod_template(pod_labels, {}, pod_spec)
+    if spec.pod_template is not None:
+        template = merge_pod_template(template, spec.pod_template.overlay())
+    # The StatefulSet selects pods by these labels and the operator finds them by them.
+    template.setdefault("metadata", {}).setdefault("labels", {}).update(pod_labels)
+    return template
+
+
+def slurmd_stateful_set(
+    cluster: SlurmCluster, node_set: NodeSet, *, users: slurm_pod.UnixUsers, replicas: int | None = None
+) -> dict:
+    """`replicas` overrides spec.replicas while the operator drains the nodes a scale-down removes;
+    `users`: the cluster's account users and their uids (slurm_pod.unix_users)."""
+    name = node_set.metadata.name
+    return stateful_set(
+        name=naming.node_set_statefulset(name),
+        owner=node_set,
+        object_labels=labels.object_labels(cluster.metadata.name, labels.SLURMD, name),
+        selector=labels.selector_labels(cluster.metadata.name, labels.SLURMD, name),
+        service_name=naming.node_set_service(name),
+        replicas=node_set.spec.replicas if replicas is None else replicas,
+        template=slurmd_pod_template(cluster, node_set, users=users),
+        update_strategy=node_set.spec.update_strategy.type,
+    )
