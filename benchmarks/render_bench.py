@@ -9,7 +9,8 @@ one, once with 5x the NodeSets. Render work should follow the NodeSets and the s
 of the config files (topology.conf lists every node), not replicas x users: the first
 should cost little more than 1000 nodes, the second about 5x.
 
-Exits 1 only when a median misses its target.
+Exits 1 only when a median misses its target; with --json it prints the figures for
+`make bench`'s table (benchmarks/run_all.py) and exits 0 whatever they are.
 """
 
 import statistics
@@ -20,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.figures import Figure, dump  # noqa: E402
 from kubeslurm.api import load_documents  # noqa: E402
 from kubeslurm.render.cluster_objects import desired_objects  # noqa: E402
 from kubeslurm.render.k8s.config_hash import config_hash_key  # noqa: E402
@@ -119,20 +121,23 @@ def render_times_ms(size: Size) -> tuple[list[float], list[dict]]:
     return samples, objects
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
+    out = sys.stderr if as_json else sys.stdout  # with --json, stdout carries the figures alone
     # The first render of a process also compiles the templates and derives the users'
     # uids, which later renders of the same cluster reuse: shown, but not in the medians.
     documents, placements = big_cluster(SIZES[0].node_sets, SIZES[0].replicas)
     start = time.perf_counter()
     full_render(documents, placements)
     print(f"render: first render of this process (1000 nodes, templates compiled, uids derived): "
-          f"{(time.perf_counter() - start) * 1000:.1f} ms")
+          f"{(time.perf_counter() - start) * 1000:.1f} ms", file=out)
     print(f"render: {ACCOUNTS} accounts x {USERS_PER_ACCOUNT} users with their recorded uids (and 200 departed users'), "
-          f"{GPUS_PER_NODE} GPUs per node, topology tree")
+          f"{GPUS_PER_NODE} GPUs per node, topology tree", file=out)
     header = (f"{'nodes':>6} {'NodeSets':>8} {'replicas':>8} {'GPUs':>6} {'objects':>7} {'config B':>9} "
               f"{'median ms':>9} {'p90 ms':>7} {'target ms':>9}  met")
-    print(header)
+    print(header, file=out)
     missed = []
+    figures = []
     for size in SIZES:
         samples, objects = render_times_ms(size)
         median = statistics.median(samples)
@@ -143,7 +148,14 @@ def main() -> int:
         if not met:
             missed.append(size)
         print(f"{size.nodes:>6} {size.node_sets:>8} {size.replicas:>8} {size.nodes * GPUS_PER_NODE:>6} {len(objects):>7} "
-              f"{config_bytes:>9} {median:>9.2f} {p90:>7.2f} {size.target_ms:>9.1f}  {'yes' if met else 'NO'}")
+              f"{config_bytes:>9} {median:>9.2f} {p90:>7.2f} {size.target_ms:>9.1f}  {'yes' if met else 'NO'}",
+              file=out)
+        figures.append(Figure(
+            f"render {size.nodes} nodes ({size.node_sets} NodeSets x {size.replicas}), median",
+            f"<= {size.target_ms:.0f} ms", f"{median:.1f} ms", met=met))
+    if as_json:
+        print(dump(figures))
+        return 0
     if missed:
         print(f"render: {len(missed)} of {len(SIZES)} medians over target", file=sys.stderr)
     return 1 if missed else 0

@@ -150,7 +150,9 @@ IMAGES: dict[str, ImageSpec] = {
             user="65532:65532",
             env=[f"PATH=/opt/kubeslurm/bin:{CHROOT_PATH}", "PYTHONUNBUFFERED=1",
                  # the Deployment mounts the root read-only; bytecode is compiled at build time
-                 "PYTHONDONTWRITEBYTECODE=1", "HOME=/home/nonroot"],
+                 "PYTHONDONTWRITEBYTECODE=1", "HOME=/home/nonroot",
+                 # freed memory can go back to the system (operator/kubeslurm/process_memory.py)
+                 "PYTHONMALLOC=malloc"],
             working_dir="/home/nonroot",
             tag_depths=(0,),  # the full version from pyproject.toml, e.g. 0.1.0
             source=("pyproject.toml", "operator", "templates"),

@@ -1,5 +1,5 @@
 # Sourced by the build scripts under testbed/ that compile pinned upstream tools from
-# the Go module proxy (testbed/kubernetes/build.sh, testbed/helm/build.sh).
+# the Go module proxy (testbed/kubernetes/build.sh, testbed/helm/build.sh, testbed/kwok/build.sh).
 
 # Sets $go to the Go toolchain: $GO, else go on PATH, else /usr/local/go/bin/go.
 find_go() {
@@ -22,4 +22,11 @@ lock_bin_dir() {
   mkdir -p "$1"
   exec 9>"$1/.build.lock"
   flock 9
+}
+
+# Prints the version that go.mod $1 requires of module $2 (`require M vX`, or a line inside
+# a require ( ... ) block).
+required_version() {
+  awk -v module="$2" '$1 == "require" { $0 = substr($0, index($0, $2)) }
+                      $1 == module && $2 ~ /^v/ { print $2; exit }' "$1"
 }

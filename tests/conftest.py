@@ -58,7 +58,8 @@ def control_plane(k8s_bin_dir):
     cleanup_leftovers()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="run-", dir=STATE_DIR)
-    cp = ControlPlane(workdir, k8s_bin_dir)
+    # Reads are audited too: tests/k8s/test_reconcile_reads.py counts the operator's.
+    cp = ControlPlane(workdir, k8s_bin_dir, audit_reads=True)
     try:
         cp.start()
         yield cp

@@ -204,6 +204,9 @@ def command_render(args) -> int:
 
 def command_run(args) -> int:
     """Start the operator. One replica (Deployment strategy Recreate): peering is off, see README."""
+    from .process_memory import limit_arenas
+
+    limit_arenas()  # before the metrics server, kopf and the daemons start their threads
     import kopf
 
     if args.kubeconfig:

@@ -8,18 +8,26 @@ import json
 from pathlib import Path
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+READ_VERBS = ("get", "list")
 
-# Metadata (who, what verb, which object, response code) for every write; nothing
-# for reads, so the log stays small and a test can count writes by user.
-AUDIT_POLICY = """\
+
+def audit_policy(verbs: tuple[str, ...]) -> str:
+    """Metadata (who, what verb, which object, response code) of the requests with these
+    verbs, nothing of the others, so the log stays small and a test can count by user."""
+    return f"""\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
   - level: Metadata
-    verbs: [create, update, patch, delete, deletecollection]
+    verbs: [{", ".join(verbs)}]
   - level: None
 """
+
+
+AUDIT_POLICY = audit_policy(WRITE_VERBS)
+# Reads too: for counting a component's gets and lists (a no-op reconcile's must not grow with the pods).
+AUDIT_POLICY_WITH_READS = audit_policy(WRITE_VERBS + READ_VERBS)
 
 
 class AuditLog:
@@ -67,6 +75,27 @@ class AuditLog:
                     continue
             events.append(event)
         return events
+
+    def reads(self, since: dt.datetime | int | None = None, user: str | None = None) -> list[dict]:
+        """Gets and lists the API server answered (logged only under AUDIT_POLICY_WITH_READS)."""
+        return self.writes(since, user, verbs=READ_VERBS)
+
+
+def per_cycle(requests: list[dict], starts_cycle) -> tuple[float, dict[str, float]]:
+    """Requests per cycle of a component that repeats the same work (a reconcile), counted over
+    whole cycles only: from the first request for which starts_cycle(request) is true to the
+    last one, exclusive. Returns (requests per cycle, verb and resource -> per cycle); (0, {})
+    with fewer than two starts."""
+    starts = [i for i, request in enumerate(requests) if starts_cycle(request)]
+    if len(starts) < 2:
+        return 0.0, {}
+    cycles = len(starts) - 1
+    whole = requests[starts[0]:starts[-1]]
+    by_kind: dict[str, float] = {}
+    for request in whole:
+        key = f"{request['verb']} {request.get('objectRef', {}).get('resource', '?')}"
+        by_kind[key] = by_kind.get(key, 0) + 1 / cycles
+    return len(whole) / cycles, dict(sorted(by_kind.items()))
 
 
 def _parse_time(value: str | None) -> dt.datetime | None:

@@ -36,7 +36,7 @@ import subprocess
 from pathlib import Path
 
 from testbed.control_plane import flags
-from testbed.control_plane.audit import AUDIT_POLICY, WRITE_VERBS, AuditLog
+from testbed.control_plane.audit import AUDIT_POLICY, AUDIT_POLICY_WITH_READS, WRITE_VERBS, AuditLog
 from testbed.control_plane.binaries import BUILD_SCRIPT, DEFAULT_BINARIES, build_kubernetes_binaries
 from testbed.control_plane.pki import Pki
 from testbed.kubectl import Kube
@@ -79,6 +79,7 @@ class ControlPlane:
         apiserver_port: int = 0,
         scheduler: bool = False,
         supervisor: Supervisor | None = None,
+        audit_reads: bool = False,
     ):
         """bind_address/apiserver_port: where kube-apiserver listens (port 0: a free
         one). scheduler: also run kube-scheduler. supervisor: who records and stops
@@ -98,6 +99,7 @@ class ControlPlane:
         self.keep_workdir = keep_workdir
         self.bind_address = bind_address
         self.scheduler = scheduler
+        self.audit_policy = AUDIT_POLICY_WITH_READS if audit_reads else AUDIT_POLICY
         self._own_supervisor = supervisor is None
         self.supervisor = supervisor
 
@@ -157,7 +159,7 @@ class ControlPlane:
             Pki(self.pki).write_control_plane(self.service_cluster_ip_range, self.advertise_address,
                                               self.scheduler)
             self._write_kubeconfigs()
-            (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
+            (self.workdir / "audit-policy.yaml").write_text(self.audit_policy)
             self._start_etcd()
             self._start_apiserver()
             self._start_controller_manager()

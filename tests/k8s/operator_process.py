@@ -19,7 +19,10 @@ OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kubeslurm-operator"
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: Path, log_path: Path, resync_seconds: float = 3, namespaces: tuple[str, ...] = ()):
+    def __init__(self, kubeconfig: Path, log_path: Path, resync_seconds: float = 3, namespaces: tuple[str, ...] = (),
+                 launcher: tuple[str, ...] = (sys.executable, "-m", "kubeslurm.cli")):
+        """launcher: what runs `run ...` (the scale benchmark's reaches a native slurmctld)."""
+        self.launcher = launcher
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.resync_seconds = resync_seconds
@@ -35,7 +38,7 @@ class OperatorProcess:
         self.supervisor = Supervisor(self.log_path.with_suffix(".processes.json"), die_with_parent=True)
         self.popen = self.supervisor.spawn(
             "operator",
-            [sys.executable, "-m", "kubeslurm.cli", "run", "--kubeconfig", str(self.kubeconfig), "--liveness", "",
+            [*self.launcher, "run", "--kubeconfig", str(self.kubeconfig), "--liveness", "",
              f"--metrics-port={self.metrics_port}", *(f"--namespace={namespace}" for namespace in self.namespaces)],
             marker=str(self.kubeconfig), log=self.log_path, env=env,
         )

@@ -609,6 +609,28 @@ def test_a_deleted_node_registers_again_when_its_pod_returns(env):
     assert out == "h100-2"
 
 
+def test_many_node_records_go_in_one_scontrol_and_one_already_gone_stops_none(env):
+    """Records made the way Slurm allows without a slurmd (State=CLOUD, as the kwok benchmark
+    makes 1000), drained and deleted by the operator's SlurmControl with one command each."""
+    commands = []
+
+    def counted(argv, timeout=60):
+        commands.append(argv)
+        return env.run_in_controller(argv, timeout)
+
+    ctl = SlurmControl(counted)
+    env.c.run(env.ctld, ["scontrol", "create", "NodeName=spare-[0-19]", "CPUs=1", "RealMemory=100", "State=CLOUD"])
+    spares = [f"spare-{i}" for i in range(20)]
+    assert set(spares) <= set(env.nodes())
+    ctl.drain(spares, "scale-down of NodeSet spare to 0")
+    assert all(env.nodes()[n].drained_by_operator for n in spares)
+    ctl.delete_nodes(spares[:10])
+    assert [c[:2] for c in commands] == [["scontrol", "update"], ["scontrol", "delete"]], commands
+    assert commands[-1][2] == "NodeName=spare-[0-9]"
+    ctl.delete_nodes(spares[5:])  # spare-5..9 are gone already: the rest still go
+    assert not [n for n in env.nodes() if n.startswith("spare-")]
+
+
 def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
     """A pod that died without its preStop hook (power loss) and came back under its name:
     Slurm alone sees the same boot time and keeps the job RUNNING; the operator's verdict
@@ -631,7 +653,7 @@ def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
     down, resume = lost_slurmd_actions([pod], k8s_nodes, env.nodes(), env.ctl.jobs())
     assert down == {"cpu-0": f"slurmd pod lost: pod cpu-0 was replaced after jobs {job} started on it"}, down
     marked = time.monotonic()
-    env.ctl.down("cpu-0", down["cpu-0"])
+    env.ctl.down(["cpu-0"], down["cpu-0"])
     env.wait_for(lambda: env.job_field(job, "JobState") == "PENDING", 15, f"job {job} requeued")
     print(f"\njob {job} requeued {time.monotonic() - marked:.1f} s after the node was marked DOWN")
     assert env.job_field(job, "Restarts") == "1"

@@ -18,6 +18,7 @@ import kopf
 from .. import ownership
 from ..api import GROUP, VERSION
 from ..metrics.operator_metrics import CLUSTERS, PENDING_WAKEUPS, forget_cluster
+from ..process_memory import return_free_memory
 from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
@@ -133,6 +134,7 @@ def _reconcile_until_stopped(namespace, name, stopped):
         wakeup.clear()
         try:
             RUNTIME.reconciler.reconcile(namespace, name)
+            return_free_memory()  # what a big cluster's listings took (process_memory)
             backoff = 0.0
             wait = RESYNC_SECONDS
         except StepFailed:
@@ -143,9 +145,10 @@ def _reconcile_until_stopped(namespace, name, stopped):
             backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
             wait = backoff
         deadline = time.monotonic() + wait
-        while not stopped and not wakeup.is_set() and time.monotonic() < deadline:
-            stopped.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-            if wakeup.wait(0):
+        # Waiting on the wake-up flag itself starts the next reconcile the moment a watch
+        # event sets it (no polling delay); `stopped` is looked at every half second.
+        while not stopped and time.monotonic() < deadline:
+            if wakeup.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
                 break
 
 

@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 from ..metrics.sdiag import SchedulerStatistics, parse_sdiag
 from ..render.config.accounting_commands import AssociationRemoval, SlurmAssociations
 from .slurm_hostlist import expand
+from .slurm_hostlist import compress, expand
 
 OPERATOR_REASON_PREFIX = "kubeslurm:"
 # Job states that still hold a node's resources (squeue --states).
@@ -31,6 +32,8 @@ SACCTMGR_UNCHANGED = ("already exists", "already existing", "nothing added", "no
 SACCTMGR_GONE = "nothing deleted"
 # `delete` of an association with running or pending jobs: "Job(s) active, cancel job(s) before remove".
 SACCTMGR_JOBS_ACTIVE = "job(s) active"
+# What scontrol says of a node name slurmctld does not know (e.g. a record deleted already).
+INVALID_NODE = "Invalid node name"
 
 
 class CommandRunner(Protocol):
@@ -185,24 +188,37 @@ class SlurmControl:
     def job_counts(self) -> tuple[int, int]:
         return job_counts(self.jobs())
 
-    def down(self, node: str, why: str) -> None:
-        """DOWN: Slurm requeues (or ends, per --requeue) the node's jobs at once."""
-        self._ok(["scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={OPERATOR_REASON_PREFIX} {why}"])
+    # Each of these is one scontrol for any number of nodes, named as a compressed hostlist
+    # (cpu-[0-999]): a reconcile's Slurm commands do not grow with the nodes it acts on.
+    def down(self, node_names: list[str], why: str) -> None:
+        """DOWN: Slurm requeues (or ends, per --requeue) the nodes' jobs at once."""
+        if node_names:
+            self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=DOWN",
+                      f"Reason={OPERATOR_REASON_PREFIX} {why}"])
 
     def drain(self, node_names: list[str], why: str) -> None:
         if node_names:
             reason = f"{OPERATOR_REASON_PREFIX} {why}"
-            self._ok(["scontrol", "update", f"NodeName={','.join(node_names)}", "State=DRAIN", f"Reason={reason}"])
+            self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=DRAIN", f"Reason={reason}"])
 
     def resume(self, node_names: list[str]) -> None:
         if node_names:
-            self._ok(["scontrol", "update", f"NodeName={','.join(node_names)}", "State=RESUME"])
+            self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=RESUME"])
 
     def delete_nodes(self, node_names: list[str]) -> None:
-        for name in node_names:
-            result = self.run(["scontrol", "delete", f"NodeName={name}"])
-            if result.returncode != 0 and "Invalid node name" not in (result.stderr + result.stdout):
-                raise SlurmCommandError(f"scontrol delete NodeName={name}: {(result.stderr or result.stdout).strip()}")
+        """Delete the node records; one that is gone already counts as deleted. slurmctld
+        refuses the whole list when one name is unknown: then each is deleted on its own."""
+        if not node_names:
+            return
+        result = self.run(["scontrol", "delete", f"NodeName={compress(node_names)}"])
+        text = result.stderr + result.stdout
+        if result.returncode == 0 or (len(node_names) == 1 and INVALID_NODE in text):
+            return
+        if INVALID_NODE in text:
+            for name in node_names:
+                self.delete_nodes([name])
+            return
+        raise SlurmCommandError(f"scontrol delete NodeName={compress(node_names)}: {(result.stderr or result.stdout).strip()}")
 
     def reconfigure(self) -> None:
         self._ok(["scontrol", "reconfigure"])

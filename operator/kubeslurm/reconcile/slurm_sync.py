@@ -156,18 +156,20 @@ def _label_busy_pods(api: KubeApi, run: Run) -> None:
 
 def _down_lost_slurmd(events: EventRecorder, run: Run) -> None:
     lost, found = lost_slurmd_actions(run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {}, run.slurm_jobs or [])
-    for node, why in lost.items():
-        run.slurm.down(node, why)
-        events.warning(run.raw, "SlurmdLost", f"{node} marked DOWN so Slurm requeues its jobs now: {why}")
+    for why, nodes in _by_reason(lost).items():
+        run.slurm.down(nodes, why)
+        for node in nodes:
+            events.warning(run.raw, "SlurmdLost", f"{node} marked DOWN so Slurm requeues its jobs now: {why}")
     run.slurm.resume(found)
 
 
 def _follow_kubernetes_node_health(events: EventRecorder, run: Run) -> None:
     actions = health_actions(
         run.slurmd_pods, run.k8s_nodes, run.slurm_nodes or {}, run.cluster.spec.node_health.drain_on_node_conditions)
-    for node, why in actions.drain.items():
-        run.slurm.drain([node], why)
-        events.warning(_node_set_of(run, node), "NodeDrained", f"Slurm node {node} drained: {why}")
+    for why, nodes in _by_reason(actions.drain).items():  # one scontrol per trouble
+        run.slurm.drain(nodes, why)
+        for node in nodes:
+            events.warning(_node_set_of(run, node), "NodeDrained", f"Slurm node {node} drained: {why}")
     run.slurm.resume(actions.resume)
     for node in actions.resume:
         events.normal(_node_set_of(run, node), "NodeResumed", f"Slurm node {node} resumed: its Kubernetes trouble is gone")
@@ -189,6 +191,14 @@ def _node_set_of(run: Run, pod_name: str) -> dict:
     pod = next((p for p in run.slurmd_pods if p["metadata"]["name"] == pod_name), None)
     node_set = ((pod or {}).get("metadata", {}).get("labels") or {}).get(ownership.NODE_SET)
     return next((state.raw for state in run.node_sets if state.raw["metadata"]["name"] == node_set), run.raw)
+
+
+def _by_reason(reasons: dict[str, str]) -> dict[str, list[str]]:
+    """Slurm node -> reason, as reason -> its nodes: one scontrol per reason, not per node."""
+    grouped: dict[str, list[str]] = {}
+    for node, why in sorted(reasons.items()):
+        grouped.setdefault(why, []).append(node)
+    return grouped
 
 
 def _scale_down(events: EventRecorder, run: Run) -> None:

@@ -1,0 +1,435 @@
+"""The operator at 1000 (or 5000) slurmd pods: kwok fakes the pods, a real slurmctld holds the nodes.
+
+    python benchmarks/scale_bench.py [--nodes 1000] [--json]     (root; `make bench-scale`)
+
+What runs, all on this machine:
+- the API-server tier's control plane (testbed/control_plane: etcd, kube-apiserver,
+  kube-controller-manager, kube-scheduler at the pinned version), its audit log holding every
+  get, list and write;
+- kwok (testbed/kwok) faking Kubernetes nodes, and the pods scheduled on them turning Running
+  and Ready (and gone when deleted) without running anything;
+- a real slurmctld (testbed/native_slurm, its own network namespace) from the rendered
+  slurm.conf, holding one node record per slurmd pod, made as Slurm allows without a slurmd:
+  `scontrol create NodeName=n0-[0-999] ... State=CLOUD` (an idle, powered-down cloud node);
+- the operator as shipped (`kubeslurm run`, its own ServiceAccount and deploy/rbac.yaml), its
+  Slurm commands run on slurmctld's host instead of through a pod exec
+  (benchmarks/scale_operator.py), so observe, drain and delete parse real Slurm output.
+
+The cluster has NodeSets of up to 1000 slurmd pods (the API's limit is 1024 per NodeSet). Measured:
+- a no-op reconcile with 10 and with N slurmd pods: API reads and writes (audit log, the operator's
+  user), time (the operator's reconcile histogram), Slurm commands (its command histogram);
+- the operator's resident memory (now and peak) with 10 and with N pods;
+- scale-up 0 -> N (`kubectl scale nodeset`, until every NodeSet is Ready with N ready pods) and
+  scale-down N -> 0 (the drain protocol on idle nodes: drained, replicas lowered, pods gone,
+  node records deleted), each against bare StatefulSets of the same pod template scaled the
+  same way in the same run (until ready / until their pods are gone);
+- the Slurm commands of that scale-down: one scontrol for many nodes, not one per node.
+
+Prints one table (or, with --json, the figures for `make bench`). Exits 0 whether targets are
+met or not; non-zero when something could not be measured. Hold /run/kubeslurm-native-slurm.lock
+while it runs on a shared machine (`make bench` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+WORK = Path("/tmp/kubeslurm-scale-bench")
+# The control plane records its daemons here (and sweeps leftovers of dead runs here only).
+os.environ.setdefault("KUBESLURM_K8S_STATE_DIR", str(WORK / "state"))
+
+import yaml  # noqa: E402
+
+from benchmarks.figures import Figure, dump, table  # noqa: E402
+from kubeslurm.api import load_documents  # noqa: E402
+from kubeslurm.render.k8s import naming  # noqa: E402
+from kubeslurm.render.slurmd.node import slurmd_conf_line  # noqa: E402
+from kubeslurm.reconcile.slurm_hostlist import compress  # noqa: E402
+from testbed import native_slurm  # noqa: E402
+from testbed.control_plane.audit import per_cycle  # noqa: E402
+from testbed.control_plane.binaries import build_kubernetes_binaries  # noqa: E402
+from testbed.control_plane.control_plane import ControlPlane, cleanup_leftovers  # noqa: E402
+from testbed.kwok import build_kwok, fake_node, start_kwok  # noqa: E402
+from testbed.native_slurm.rendered import native_cluster  # noqa: E402
+from testbed.processes import Supervisor  # noqa: E402
+from testbed.waiting import wait_for  # noqa: E402
+from tests.k8s.operator_process import OPERATOR_NAMESPACE, OPERATOR_USER, RBAC, OperatorProcess  # noqa: E402
+
+NAMESPACE = "scale"
+CLUSTER = "big"
+PER_NODE_SET = 1000
+PODS_PER_KWOK_NODE = 250
+RESYNC_SECONDS = 5
+SMALL = 10  # slurmd pods of the reference no-op reconcile
+WAIT_SECONDS = 900
+# Targets of issue 16.
+RECONCILE_TARGET_S = {1000: 1.0, 5000: 5.0}
+MEMORY_TARGET_MIB = 150  # at 1000 nodes
+SCALE_RATIO_TARGET = 1.2
+
+
+def say(msg: str) -> None:
+    print(f"scale: {msg}", file=sys.stderr, flush=True)
+
+
+def manifests(nodes: int) -> list[dict]:
+    """A SlurmCluster without accounting or login, and NodeSets n0, n1, ... of up to 1000 pods, all at 0 replicas."""
+    node_sets = [f"n{i}" for i in range(math.ceil(nodes / PER_NODE_SET))]
+    cluster = {
+        "apiVersion": "kubeslurm.io/v1alpha1", "kind": "SlurmCluster",
+        "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
+        "spec": {"accounting": {"enabled": False}, "login": {"replicas": 0, "ssh": {"enabled": False}},
+                 "partitions": [{"name": "all", "nodeSets": node_sets, "default": True}]},
+    }
+    return [cluster] + [
+        {"apiVersion": "kubeslurm.io/v1alpha1", "kind": "NodeSet", "metadata": {"name": name, "namespace": NAMESPACE},
+         "spec": {"clusterName": CLUSTER, "replicas": 0, "maxReplicas": PER_NODE_SET,
+                  "resources": {"cpu": "1", "memory": "1Gi"}}}
+        for name in node_sets
+    ]
+
+
+def replicas_of(nodes: int) -> dict[str, int]:
+    """NodeSet -> its share of `nodes`."""
+    count = math.ceil(nodes / PER_NODE_SET)
+    return {f"n{i}": min(PER_NODE_SET, nodes - i * PER_NODE_SET) for i in range(count)}
+
+
+class Bench:
+    def __init__(self, nodes: int, stack: ExitStack):
+        self.nodes = nodes
+        self.stack = stack
+        self.replicas = replicas_of(nodes)
+        self.results: dict = {"nodes": nodes}
+
+    # ---- set-up ---------------------------------------------------------------
+    def start(self) -> None:
+        cleanup_leftovers()
+        native_slurm.cleanup_leftovers()
+        shutil.rmtree(WORK / "cp", ignore_errors=True)
+        bin_dir = build_kubernetes_binaries("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kube-scheduler")
+        kwok_dir = build_kwok()
+        rootfs = native_slurm.build_rootfs()
+
+        say("control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), audit log with reads")
+        # The StatefulSet controller creates and deletes pods at the client rate it is given:
+        # raised alike for both sides, so the benchmark does not spend its time waiting on it.
+        self.cp = ControlPlane(WORK / "cp", bin_dir, scheduler=True, audit_reads=True,
+                               extra_controller_manager_args=["--kube-api-qps=200", "--kube-api-burst=400"])
+        self.cp.start()
+        self.stack.callback(self.cp.stop)
+        supervisor = Supervisor(WORK / "kwok.processes.json", die_with_parent=True)
+        self.stack.callback(supervisor.stop)
+        kwok = start_kwok(self.cp.kubeconfig_path, kwok_dir, supervisor, WORK / "kwok.log")
+        kwok_nodes = math.ceil(self.nodes / PODS_PER_KWOK_NODE) + 1
+        say(f"{kwok_nodes} kwok nodes of {PODS_PER_KWOK_NODE} pods each")
+        self.kubectl_apply([fake_node(f"kwok-{i}", "1000", "4Ti", PODS_PER_KWOK_NODE) for i in range(kwok_nodes)])
+        wait_for(lambda: self.ready_kwok_nodes() == kwok_nodes, 120, "kwok nodes Ready", interval=1,
+                 failed=lambda: kwok.poll() is not None and f"kwok exited: see {WORK / 'kwok.log'}")
+
+        self.cp.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+        for crd in ("slurmclusters.kubeslurm.io", "nodesets.kubeslurm.io"):
+            self.cp.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        self.cp.kubectl("create", "namespace", NAMESPACE)
+        # slurmctld's state claim binds to this volume: nothing provisions volumes here.
+        self.kubectl_apply([{
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "controller-state"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "hostPath": {"path": str(WORK / "controller-state")}},
+        }])
+
+        documents = manifests(self.nodes)
+        say(f"slurmctld from the rendered slurm.conf ({len(self.replicas)} NodeSets, MaxNodeCount for {self.nodes} nodes)")
+        loaded = load_documents(documents)
+        (model,) = loaded.clusters
+        self.node_sets = {ns.metadata.name: ns for ns in loaded.node_sets_of(model)}
+        # At 0 replicas: no slurmd host; the node records are made with scontrol create.
+        self.slurm = native_cluster(rootfs, model, self.node_sets, name="scale", login=False)
+        self.slurm.start()
+        self.stack.callback(self.slurm.stop)
+
+        say("the operator (its ServiceAccount, deploy/rbac.yaml), Slurm commands on slurmctld's host")
+        self.cp.kubectl("create", "namespace", OPERATOR_NAMESPACE)
+        self.cp.kubectl("apply", "-f", str(RBAC))
+        kubeconfig = self.cp.write_service_account_kubeconfig(OPERATOR_NAMESPACE, "kubeslurm-operator",
+                                                              WORK / "operator.kubeconfig")
+        prefix = self.slurm.command(self.slurm.controller, [])
+        self.operator = OperatorProcess(
+            kubeconfig, WORK / "operator.log", resync_seconds=RESYNC_SECONDS,
+            launcher=(sys.executable, str(ROOT / "benchmarks" / "scale_operator.py"), json.dumps(prefix)))
+        (WORK / "operator.log").unlink(missing_ok=True)
+        os.environ["PYTHONMALLOC"] = "malloc"  # as the operator image runs it (process_memory.py)
+        self.operator.start()
+        self.stack.callback(self.operator.stop)
+
+        say("SlurmCluster and NodeSets at 0 replicas")
+        self.kubectl_apply(documents)
+        wait_for(self.cluster_ready, WAIT_SECONDS, "SlurmCluster Ready (slurmctld answers)", interval=1,
+                 details=lambda: self.operator.log_tail(30))
+
+    # ---- helpers --------------------------------------------------------------
+    def kubectl_apply(self, objects: list[dict]) -> None:
+        self.cp.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(objects))
+
+    def get(self, *args: str) -> dict:
+        return json.loads(self.cp.kubectl("get", *args, "-o", "json").stdout)
+
+    def ready_kwok_nodes(self) -> int:
+        nodes = self.get("nodes")["items"]
+        return sum(1 for n in nodes for c in n.get("status", {}).get("conditions", [])
+                   if c["type"] == "Ready" and c["status"] == "True")
+
+    def cluster_ready(self) -> bool:
+        status = self.get("slurmcluster", CLUSTER, "-n", NAMESPACE).get("status") or {}
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+
+    def node_sets_ready(self, wanted: int | None = None) -> bool:
+        """Every NodeSet Ready with its share of `wanted` (None: of self.nodes) pods ready."""
+        items = self.get("nodesets", "-n", NAMESPACE)["items"]
+        shares = replicas_of(wanted) if wanted else {name: 0 for name in self.replicas}
+        for item in items:
+            status = item.get("status") or {}
+            want = shares.get(item["metadata"]["name"], 0)
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+            if item["spec"]["replicas"] != want or not ready or (status.get("readyReplicas") or 0) != want \
+                    or (status.get("replicas") or 0) != want \
+                    or item["metadata"].get("generation") != status.get("observedGeneration"):
+                return False
+        return True
+
+    def slurm_node_count(self) -> int:
+        out = self.slurm.run(self.slurm.controller, ["scontrol", "--oneliner", "show", "nodes"], timeout=60).stdout
+        return sum(1 for line in out.splitlines() if line.startswith("NodeName="))
+
+    def statefulsets(self, names: list[str]) -> list[dict]:
+        return [s for s in self.get("statefulsets", "-n", NAMESPACE)["items"] if s["metadata"]["name"] in names]
+
+    def scrape(self) -> dict:
+        return self.operator.scrape()
+
+    def metric(self, scraped: dict, sample: str, **labels) -> float:
+        family = sample.removesuffix("_total").removesuffix("_count").removesuffix("_sum")
+        return sum(s.value for s in scraped.get(family, []) if s.name == sample and labels.items() <= s.labels.items())
+
+    def slurm_commands(self, scraped: dict) -> dict[str, float]:
+        counts: dict[str, float] = {}
+        for s in scraped.get("kubeslurm_slurm_command_duration_seconds", []):
+            if s.name.endswith("_count") and s.labels.get("cluster") == CLUSTER:
+                counts[s.labels["command"]] = counts.get(s.labels["command"], 0) + s.value
+        return counts
+
+    # ---- measurements ---------------------------------------------------------
+    def wait_quiet(self) -> None:
+        """Until the operator has written nothing for two resync periods."""
+        def quiet() -> bool:
+            mark = self.cp.audit_mark()
+            time.sleep(2 * RESYNC_SECONDS + 1)
+            return not self.cp.audit_writes(since=mark, user=OPERATOR_USER)
+        wait_for(quiet, WAIT_SECONDS, "the operator to stop writing", interval=0)
+
+    def scrape_after_reconcile(self) -> dict:
+        """The operator's metrics right after a reconcile of the cluster ended (and before the
+        next begins: they are RESYNC_SECONDS apart when nothing changes), so that counts taken
+        between two such scrapes belong to whole reconciles."""
+        ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
+        count = self.metric(self.scrape(), "kubeslurm_reconcile_duration_seconds_count", **ours)
+        return wait_for(lambda: (m := self.scrape()) and self.metric(
+            m, "kubeslurm_reconcile_duration_seconds_count", **ours) > count and m, 4 * RESYNC_SECONDS + 60,
+            "a reconcile to end", interval=0.1)
+
+    def no_op_reconcile(self, pods: int, reconciles: int = 5) -> dict:
+        self.wait_quiet()
+        before, mark = self.scrape_after_reconcile(), self.cp.audit_mark()
+        after = before
+        ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
+
+        def count(m: dict) -> float:
+            return self.metric(m, "kubeslurm_reconcile_duration_seconds_count", **ours)
+
+        while count(after) - count(before) < reconciles:
+            after = self.scrape_after_reconcile()
+        time.sleep(1)  # the audit log is written right after the answer
+        writes = self.cp.audit_writes(since=mark, user=OPERATOR_USER)
+        # Whole reconciles only: each begins by reading its SlurmCluster (ClusterReconciler.reconcile).
+        audited = self.cp.audit.reads(since=mark, user=OPERATOR_USER)
+        (WORK / f"reads-{pods}.json").write_text(json.dumps(audited, indent=1))  # to see what was read
+        reads, by_kind = per_cycle(audited,
+                                   lambda r: r["verb"] == "get" and r["requestURI"].endswith(f"/slurmclusters/{CLUSTER}"))
+        done = count(after) - count(before)
+        seconds = self.metric(after, "kubeslurm_reconcile_duration_seconds_sum", **ours) - \
+            self.metric(before, "kubeslurm_reconcile_duration_seconds_sum", **ours)
+        commands_before, commands_after = self.slurm_commands(before), self.slurm_commands(after)
+        commands = {c: (n - commands_before.get(c, 0)) / done for c, n in commands_after.items() if n - commands_before.get(c, 0)}
+        result = {"pods": pods, "reconciles": done, "seconds_per_reconcile": seconds / done,
+                  "reads_per_reconcile": reads, "reads_by_kind": by_kind, "writes": len(writes),
+                  "slurm_commands_per_reconcile": commands}
+        say(f"no-op reconcile at {pods} pods: {json.dumps(result)}")
+        return result
+
+    def operator_memory(self) -> dict:
+        status = Path(f"/proc/{self.operator.popen.pid}/status").read_text().splitlines()
+        values = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in status if line.startswith(("VmRSS", "VmHWM"))}
+        return {"rss_mib": values["VmRSS"], "peak_mib": values["VmHWM"]}
+
+    def bare_statefulsets(self) -> list[str]:
+        """A StatefulSet per NodeSet with the operator's pod template, under labels the operator does not watch."""
+        bare = []
+        for live in self.statefulsets([naming.node_set_statefulset(n) for n in self.replicas]):
+            name = f"bare-{live['metadata']['name']}"
+            spec = json.loads(json.dumps(live["spec"]))
+            labels = {"app": "bare", "bare": name}
+            spec["selector"] = {"matchLabels": labels}
+            spec["template"]["metadata"]["labels"] = labels
+            spec["replicas"] = 0
+            bare.append({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                         "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec})
+        self.kubectl_apply(bare)
+        return [b["metadata"]["name"] for b in bare]
+
+    def statefulsets_at(self, names: list[str], counts: list[int]) -> bool:
+        by_name = {s["metadata"]["name"]: s.get("status", {}) for s in self.statefulsets(names)}
+        return all((by_name.get(n, {}).get("replicas") or 0) == c and (by_name.get(n, {}).get("readyReplicas") or 0) == c
+                   for n, c in zip(names, counts))
+
+    def register(self, replicas: dict[str, int]) -> None:
+        """What each slurmd does when its pod starts (register itself), done for all at once:
+        one node record per pod, as its NodeSet's slurmd --conf line says."""
+        for name, count in replicas.items():
+            if count:
+                hostlist = compress(naming.node_name(name, i) for i in range(count))
+                self.slurm.run(self.slurm.controller, ["scontrol", "create", f"NodeName={hostlist}",
+                                                       *slurmd_conf_line(self.node_sets[name]).split(), "State=CLOUD"])
+
+    def scale_node_sets(self, replicas: dict[str, int]) -> None:
+        for name, count in replicas.items():
+            self.cp.kubectl("scale", "nodeset", name, "-n", NAMESPACE, f"--replicas={count}")
+
+    def timed(self, what: str, action, done) -> float:
+        start = time.monotonic()
+        action()
+        wait_for(done, WAIT_SECONDS, what, interval=0.5, details=lambda: self.operator.log_tail(20))
+        elapsed = time.monotonic() - start
+        say(f"{what}: {elapsed:.1f} s")
+        return elapsed
+
+    def run(self) -> dict:
+        r = self.results
+        self.start()
+        r["idle_0"] = self.no_op_reconcile(0)
+
+        names = self.bare_statefulsets()
+        shares = list(self.replicas.values())
+        r["bare_up_s"] = self.timed(
+            f"bare StatefulSets 0 -> {self.nodes} pods ready",
+            lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, f"--replicas={c}") for n, c in zip(names, shares)],
+            lambda: self.statefulsets_at(names, shares))
+        r["bare_down_s"] = self.timed(
+            f"bare StatefulSets {self.nodes} -> 0 pods",
+            lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, "--replicas=0") for n in names],
+            lambda: self.statefulsets_at(names, [0] * len(names)))
+        self.cp.kubectl("delete", "statefulset", *names, "-n", NAMESPACE)
+
+        # The reference for what must not grow: a no-op reconcile with a few slurmd pods.
+        self.register(replicas_of(SMALL))
+        self.scale_node_sets(replicas_of(SMALL))
+        wait_for(lambda: self.node_sets_ready(SMALL), WAIT_SECONDS, f"{SMALL} slurmd pods Ready", interval=1)
+        r["idle_small"] = self.no_op_reconcile(SMALL)
+        r["memory_small"] = self.operator_memory()
+        self.scale_node_sets({name: 0 for name in self.replicas})
+        wait_for(lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0, WAIT_SECONDS,
+                 "back to 0 slurmd pods and node records", interval=1)
+
+        self.register(self.replicas)
+        say(f"slurmctld holds {self.slurm_node_count()} node records")
+        r["up_s"] = self.timed(
+            f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready",
+            lambda: self.scale_node_sets(self.replicas), lambda: self.node_sets_ready(self.nodes))
+
+        r["idle_n"] = self.no_op_reconcile(self.nodes)
+        r["memory"] = self.operator_memory()
+        if os.environ.get("KUBESLURM_BENCH_TRACEMALLOC"):
+            os.kill(self.operator.popen.pid, signal.SIGUSR1)
+            time.sleep(20)
+        say(f"operator memory: {r['memory']}")
+
+        before = self.slurm_commands(self.scrape())
+        ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
+        reconciles_before = self.metric(self.scrape(), "kubeslurm_reconcile_duration_seconds_count", **ours)
+        r["down_s"] = self.timed(
+            f"kubectl scale nodeset {self.nodes} -> 0: drained, pods gone, node records deleted",
+            lambda: self.scale_node_sets({name: 0 for name in self.replicas}),
+            lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0)
+        scraped = self.scrape()
+        after = self.slurm_commands(scraped)
+        r["down_reconciles"] = self.metric(scraped, "kubeslurm_reconcile_duration_seconds_count", **ours) - reconciles_before
+        r["down_commands"] = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0)}
+        say(f"scale-down: {r['down_reconciles']:.0f} reconciles, Slurm commands {r['down_commands']}")
+        return r
+
+
+def figures(r: dict) -> list[Figure]:
+    n, small, big = r["nodes"], r["idle_small"], r["idle_n"]
+    reconcile_target = RECONCILE_TARGET_S[1000 if n <= 1000 else 5000]
+    up, down = r["up_s"] / r["bare_up_s"], r["down_s"] / r["bare_down_s"]
+    batched = sum(v for c, v in r["down_commands"].items() if c in ("scontrol update", "scontrol delete"))
+    memory = r["memory"]
+    at_small = f"at {SMALL} pods"
+    small_commands, big_commands = (sum(x["slurm_commands_per_reconcile"].values()) for x in (small, big))
+    return [
+        Figure(f"no-op reconcile, {n} slurmd pods (kwok): API reads", f"as many as {at_small}",
+               f"{big['reads_per_reconcile']:.1f}", f"{small['reads_per_reconcile']:.1f} {at_small}",
+               f"{big['reads_per_reconcile'] / small['reads_per_reconcile']:.2f}x",
+               big["reads_per_reconcile"] <= small["reads_per_reconcile"]),
+        Figure(f"no-op reconcile, {n} slurmd pods: API writes", "0", f"{big['writes']}", f"{small['writes']} {at_small}",
+               met=big["writes"] == 0),
+        Figure(f"no-op reconcile, {n} slurmd pods: time", f"<= {reconcile_target:g} s",
+               f"{big['seconds_per_reconcile']:.2f} s", f"{small['seconds_per_reconcile']:.2f} s {at_small}",
+               met=big["seconds_per_reconcile"] <= reconcile_target),
+        Figure(f"no-op reconcile, {n} slurmd pods: Slurm commands", f"as many as {at_small}",
+               f"{big_commands:.1f} ({', '.join(sorted(big['slurm_commands_per_reconcile']))})",
+               f"{small_commands:.1f} {at_small}", met=big_commands <= small_commands),
+        Figure(f"operator memory (RSS), {n} slurmd pods", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
+               f"{memory['rss_mib']:.0f} MiB (peak {memory['peak_mib']:.0f} MiB)",
+               f"{r['memory_small']['rss_mib']:.0f} MiB {at_small}",
+               met=memory["peak_mib"] <= MEMORY_TARGET_MIB if n <= 1000 else None),
+        Figure(f"scale-up 0 -> {n} (kwok), NodeSets Ready", f"<= {SCALE_RATIO_TARGET}x", f"{r['up_s']:.1f} s",
+               f"bare StatefulSets, same pods: {r['bare_up_s']:.1f} s", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),
+        Figure(f"scale-down {n} -> 0: drained, pods gone, records deleted", f"<= {SCALE_RATIO_TARGET}x", f"{r['down_s']:.1f} s",
+               f"bare StatefulSets, same pods: {r['bare_down_s']:.1f} s", f"{down:.2f}x", down <= SCALE_RATIO_TARGET),
+        Figure("scontrol update/delete in that scale-down", "batched, not one per node",
+               f"{batched:.0f} in {r['down_reconciles']:.0f} reconciles", f"{n} nodes", met=batched < n / 10),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000, help="slurmd pods (NodeSets of up to 1000)")
+    parser.add_argument("--json", action="store_true", help="print the figures for `make bench`")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("scale_bench: needs root (the native slurmctld runs in a network namespace)", file=sys.stderr)
+        return 2
+    WORK.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with ExitStack() as stack:
+        results = Bench(args.nodes, stack).run()
+    results["total_s"] = time.monotonic() - start
+    print(json.dumps(results, indent=2), file=sys.stderr)
+    (WORK / f"results-{args.nodes}.json").write_text(json.dumps(results, indent=2))
+    print(dump(figures(results)) if args.json else table(figures(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
