@@ -326,7 +326,6 @@ class Bench:
     def run(self) -> dict:
         r = self.results
         self.start()
-        r["idle_0"] = self.no_op_reconcile(0)
 
         names = self.bare_statefulsets()
         shares = list(self.replicas.values())
