@@ -326,7 +326,6 @@ class Bench:
     def run(self) -> dict:
         r = self.results
         self.start()
-        r["idle_0"] = self.no_op_reconcile(0)
 
         names = self.bare_statefulsets()
         shares = list(self.replicas.values())
@@ -399,9 +398,11 @@ def figures(r: dict) -> list[Figure]:
         Figure(f"no-op reconcile, {n} slurmd pods: Slurm commands", f"as many as {at_small}",
                f"{big_commands:.1f} ({', '.join(sorted(big['slurm_commands_per_reconcile']))})",
                f"{small_commands:.1f} {at_small}", met=big_commands <= small_commands),
-        Figure(f"operator memory (RSS), {n} slurmd pods", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
-               f"{memory['rss_mib']:.0f} MiB (peak {memory['peak_mib']:.0f} MiB)",
-               f"{r['memory_small']['rss_mib']:.0f} MiB {at_small}",
+        Figure(f"operator memory (RSS), steady at {n} slurmd pods", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
+               f"{memory['rss_mib']:.0f} MiB", f"{r['memory_small']['rss_mib']:.0f} MiB {at_small}",
+               met=memory["rss_mib"] <= MEMORY_TARGET_MIB if n <= 1000 else None),
+        Figure("operator memory peak (VmHWM) over the whole run", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
+               f"{memory['peak_mib']:.0f} MiB", "the peak comes with a burst of pod events",
                met=memory["peak_mib"] <= MEMORY_TARGET_MIB if n <= 1000 else None),
         Figure(f"scale-up 0 -> {n} (kwok), NodeSets Ready", f"<= {SCALE_RATIO_TARGET}x", f"{r['up_s']:.1f} s",
                f"bare StatefulSets, same pods: {r['bare_up_s']:.1f} s", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),

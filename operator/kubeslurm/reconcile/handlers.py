@@ -29,6 +29,7 @@ from .status import report_cluster_not_found
 log = logging.getLogger(__name__)
 RESYNC_SECONDS = float(os.environ.get("KUBESLURM_RESYNC_SECONDS", "30"))
 MAX_BACKOFF_SECONDS = 300.0
+AGAIN_SOON_SECONDS = 1.0  # after a run that left the next step to the next run (Run.again_soon)
 MANAGED = {ownership.MANAGED_BY: ownership.MANAGER}
 
 
@@ -133,10 +134,10 @@ def _reconcile_until_stopped(namespace, name, stopped):
     while not stopped:
         wakeup.clear()
         try:
-            RUNTIME.reconciler.reconcile(namespace, name)
+            run = RUNTIME.reconciler.reconcile(namespace, name)
             return_free_memory()  # what a big cluster's listings took (process_memory)
             backoff = 0.0
-            wait = RESYNC_SECONDS
+            wait = AGAIN_SOON_SECONDS if run is not None and run.again_soon else RESYNC_SECONDS
         except StepFailed:
             backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
             wait = backoff

@@ -53,6 +53,9 @@ class Run:
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None
     topology_nodes_hash: str | None = None
+    # Set when this run changed Slurm in a way the next run acts on at once (a scale-down
+    # drained idle nodes: the next lowers replicas), and no watch event will say so.
+    again_soon: bool = False
     # account -> users kubeslurm has made in Slurm (status.appliedAccounts), once SyncSlurm knows
     applied_accounts: dict[str, list[str]] | None = None
     # in ldap mode: the users of spec.accounts the directory lacks, once CheckDirectoryUsers asked (directory_users)

@@ -208,6 +208,9 @@ def _scale_down(events: EventRecorder, run: Run) -> None:
             continue
         name = state.model.metadata.name
         run.slurm.drain(plan.drain, f"scale-down of NodeSet {name} to {plan.wanted}")
+        # Nothing in Kubernetes changes when Slurm drains: without this, replicas would be
+        # lowered only at the next resync.
+        run.again_soon = run.again_soon or bool(plan.drain and not plan.waiting_for_jobs)
         run.slurm.resume(plan.resume)
         run.slurm.delete_nodes(plan.delete)
         if plan.drain:
