@@ -17,7 +17,6 @@ from typing import Callable, Protocol
 
 from ..metrics.sdiag import SchedulerStatistics, parse_sdiag
 from ..render.config.accounting_commands import AssociationRemoval, SlurmAssociations
-from .slurm_hostlist import expand
 from .slurm_hostlist import compress, expand
 
 OPERATOR_REASON_PREFIX = "kubeslurm:"
