@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 export KUBESLURM_CACHE ?= $(HOME)/.cache/kubeslurm
 
-.PHONY: venv test test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench bench-render bench-cluster bench-scale demo demo-down
+.PHONY: venv test test-lane-cluster test-lane-apiserver test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench bench-render bench-cluster bench-scale demo demo-down
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -15,8 +15,21 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,cluster]'
 	touch $@
 
-## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run
-test: test-unit test-slurm test-k8s test-helm test-images test-cluster test-e2e
+## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run.
+## After the unit tier, three lanes side by side, each its tiers one after another: the local
+## cluster's (images, cluster, e2e), the API server's (k8s, helm) and real Slurm's. They share
+## nothing but the machine; each tier's output is printed whole when it ends (--output-sync).
+test: test-unit
+	$(MAKE) --no-print-directory -k -j3 --output-sync=target test-lane-cluster test-lane-apiserver test-slurm
+
+test-lane-cluster: venv cluster-deps
+	$(MAKE) --no-print-directory test-images
+	$(MAKE) --no-print-directory test-cluster
+	$(MAKE) --no-print-directory test-e2e
+
+test-lane-apiserver: venv
+	$(MAKE) --no-print-directory test-k8s
+	$(MAKE) --no-print-directory test-helm
 
 ## tier 1: models, CRDs, renderers (seconds)
 test-unit: venv
