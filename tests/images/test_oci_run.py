@@ -28,9 +28,11 @@ USER = 1000
 # Run by python3 as root in the Slurm image's container: a bundle unpacked as USER, then per case
 # a task spool directory with the config.json Slurm writes there (root.path absolute, the step's
 # environment in process.env, the command in process.args) and oci-run called as USER, as
-# slurmstepd calls it. One JSON line per case.
+# slurmstepd calls it. One JSON line per case. Arguments: the cases, USER, the image's tag.
 CASES = r'''
 import json, os, subprocess, sys
+
+USER, TAG = int(sys.argv[2]), sys.argv[3]
 
 def as_user(*argv):
     return subprocess.run(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--", *argv],
@@ -58,7 +60,7 @@ for name, gpus in json.loads(sys.argv[1]):
     os.chmod(f"{spool}/config.json", 0o644)
     run = as_user("/usr/libexec/kubeslurm/oci-run", spool, f"node-0.user.7.0.{name}")
     print(json.dumps({"case": name, "rc": run.returncode, "devices": run.stdout.split(), "stderr": run.stderr}))
-'''.replace("USER", str(USER)).replace("TAG", IMAGE_TAG)
+'''
 
 
 @pytest.fixture
@@ -84,10 +86,12 @@ def test_a_container_step_gets_exactly_its_gpus_from_oci_run(containerd, images,
     (tmp_path / "cases.py").write_text(CASES)
     cases = [("0", "1"), ("1", "0,2"), ("2", ""), ("3", "1;touch /tmp/x"), ("4", "9")]
     p = containerd.ctr("run", "--rm", *mounts,
+                       # the cgroup mount a pod has (crun refuses to run without one, even managing none)
+                       "--mount", "type=cgroup,src=cgroup,dst=/sys/fs/cgroup,options=nosuid:noexec:nodev:relatime:ro",
                        "--mount", f"type=bind,src={layout},dst=/layout,options=rbind:ro",
                        "--mount", f"type=bind,src={tmp_path}/cases.py,dst=/cases.py,options=rbind:ro",
                        images["slurm"].tags[0], f"ksl-oci-run-{os.getpid()}",
-                       "python3", "/cases.py", json.dumps(cases), timeout=300)
+                       "python3", "/cases.py", json.dumps(cases), str(USER), IMAGE_TAG, timeout=300)
     results = {r["case"]: r for r in map(json.loads, p.stdout.splitlines())}
     assert set(results) == {name for name, _ in cases}, p.stdout + p.stderr
     seen = {name: (r["rc"], r["devices"]) for name, r in results.items()}
