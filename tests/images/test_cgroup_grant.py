@@ -7,9 +7,11 @@ ConstrainDevices on cgroup v1, writes devices.deny/devices.allow there.
 - no capability added: the mount cannot be made writable (EPERM);
 - a writable mount without CAP_SYS_ADMIN (what a hostPath or a runtime option could give):
   memory and cpuset limits work, the devices cgroup refuses (EPERM);
-- CAP_SYS_ADMIN with slurmd's own start (render/slurmd/statefulset.py): the mounts become
-  writable and every write Slurm makes works. This is the grant the slurmd pods get; the e2e
-  tier (tests/e2e/test_confinement.py) proves Slurm confining jobs with it.
+- CAP_SYS_ADMIN and a bind remount of the container's own cgroup mounts first: the mounts
+  become writable and every write Slurm makes works. The least grant that could replace the
+  privileged slurmd pod; not applied yet, for the e2e confinement module (tests/e2e/
+  test_confinement.py) has not run with it (commit 61915b5 renders it; README, "Jobs confined
+  with cgroups").
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import subprocess
 
 import pytest
 
-from kubeslurm.render.slurmd.statefulset import CGROUP_CAPABILITY, WRITABLE_CGROUPS_SCRIPT
 from tests.images.conftest import REPO
 
 pytestmark = pytest.mark.images
@@ -49,6 +50,13 @@ results["devices.deny"] = attempt(lambda: write("/sys/fs/cgroup/devices/slurm/de
 results["devices.allow"] = attempt(lambda: write("/sys/fs/cgroup/devices/slurm/devices.allow", "c 1:3 rwm"))
 print(json.dumps(results))
 '''
+# What slurmd's container would run first: each cgroup mount point of its own made writable, then "$@".
+REMOUNT_CGROUPS_THEN = (
+    "set -e; "
+    'while read -r _ mount_point type _; do case "$type" in cgroup|cgroup2) '
+    'mount -o remount,bind,rw "$mount_point";; esac; done < /proc/self/mounts; '
+    'exec "$@"'
+)
 CGROUP_MOUNT = "type=cgroup,src=cgroup,dst=/sys/fs/cgroup,options=nosuid:noexec:nodev:relatime:{mode}"
 
 
@@ -88,8 +96,6 @@ def test_what_slurmd_s_cgroup_confinement_needs_from_its_container(containerd, s
     assert on_writable["devices.deny"] == on_writable["devices.allow"] == "EPERM", on_writable
 
     granted = _writes(_run(containerd, slurm_image, "granted", "--mount", read_only,
-                           "--cap-add", f"CAP_{CGROUP_CAPABILITY}",
-                           # slurmd's own start, its `slurmd "$@"` swapped for the writes
-                           command=["/bin/sh", "-c", WRITABLE_CGROUPS_SCRIPT.replace('exec slurmd "$@"', 'exec "$@"'),
-                                    "slurmd", "python3", "-c", CGROUP_WRITES]))
+                           "--cap-add", "CAP_SYS_ADMIN",
+                           command=["/bin/sh", "-c", REMOUNT_CGROUPS_THEN, "remount", "python3", "-c", CGROUP_WRITES]))
     assert set(granted.values()) == {"ok"}, granted

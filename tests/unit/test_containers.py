@@ -45,10 +45,9 @@ def test_oci_conf_runs_crun_rootless_as_the_job_s_user():
         (False, False, {"runAsUser": 0}),
         # user namespaces for rootless crun: no seccomp filter, still no capability or privilege
         (True, False, {"runAsUser": 0, "seccompProfile": {"type": "Unconfined"}}),
-        # cgroup confinement adds CAP_SYS_ADMIN (a writable cgroup mount, the devices cgroup);
-        # containers keep their own grant beside it
-        (True, True, {"runAsUser": 0, "capabilities": {"add": ["SYS_ADMIN"]}, "seccompProfile": {"type": "Unconfined"}}),
-        (False, True, {"runAsUser": 0, "capabilities": {"add": ["SYS_ADMIN"]}}),
+        # cgroup confinement makes the container privileged, which has no seccomp filter anyway
+        (True, True, {"runAsUser": 0, "privileged": True}),
+        (False, True, {"runAsUser": 0, "privileged": True}),
     ],
 )
 def test_what_slurmd_pods_are_granted(containers, constrain, expected):

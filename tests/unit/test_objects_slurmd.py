@@ -93,22 +93,10 @@ def test_update_strategy(strategy, expected):
     assert objects_of(doc)["StatefulSet"]["spec"]["updateStrategy"] == {"type": expected}
 
 
-@pytest.mark.parametrize("constrain,capabilities", [(False, None), (True, {"add": ["SYS_ADMIN"]})])
-def test_cgroup_confinement_adds_one_capability_not_privilege(constrain, capabilities):
+@pytest.mark.parametrize("constrain,privileged", [(False, None), (True, True)])
+def test_cgroup_confinement_makes_slurmd_privileged(constrain, privileged):
     cluster = set_path(CLUSTER, "spec.slurm.constrainWithCgroups", constrain)
-    security = container(template_of(GPU_NODES, cluster))["securityContext"]
-    assert security.get("capabilities") == capabilities
-    assert "privileged" not in security
-
-
-def test_with_cgroup_confinement_slurmd_makes_its_cgroup_mounts_writable_first():
-    """The arguments stay Kubernetes' argv ("$@"), never part of the shell text."""
-    cluster = set_path(CLUSTER, "spec.slurm.constrainWithCgroups", True)
-    slurmd = container(template_of(GPU_NODES, cluster))
-    assert slurmd["command"][:2] == ["/bin/sh", "-c"] and slurmd["command"][3:] == ["slurmd"]
-    script = slurmd["command"][2]
-    assert 'mount -o remount,bind,rw "$mount_point"' in script and script.endswith('exec slurmd "$@"')
-    assert slurmd["args"][:4] == ["-D", "-Z", "-N", "$(POD_NAME)"]
+    assert container(template_of(GPU_NODES, cluster))["securityContext"].get("privileged") == privileged
 
 
 def test_slurmd_pods_get_the_key_but_no_config_and_no_config_hash():

@@ -74,8 +74,7 @@ class SlurmSpec(KubeModel):
         default=False,
         description=(
             "Confine jobs with Linux cgroups (proctrack/cgroup, task/cgroup, ConstrainCores/RAMSpace/Devices). "
-            "slurmd pods get CAP_SYS_ADMIN (not privileged) to make their cgroup mounts writable and to "
-            "set the devices cgroup; when false, Slurm tracks "
+            "Needs slurmd pods that may write their cgroup tree (privileged); when false, Slurm tracks "
             "processes itself and GPUs are handed out through CUDA_VISIBLE_DEVICES only."
         ),
     )

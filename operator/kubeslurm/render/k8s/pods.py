@@ -17,8 +17,8 @@ def pod_spec(
     # Nothing in these pods talks to the Kubernetes API, so no token is mounted;
     # service links would put env vars of every Service in the namespace into every job.
     # The runtime's default seccomp profile refuses syscalls that no daemon or job here
-    # needs (kernel modules, kexec, the kernel keyring, ...). slurmd with constrainWithCgroups
-    # keeps it: its CAP_SYS_ADMIN is what lets the profile allow the remount it needs.
+    # needs (kernel modules, kexec, the kernel keyring, ...); Kubernetes leaves a
+    # privileged container (slurmd with constrainWithCgroups) unconfined regardless.
     return {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,

@@ -72,23 +72,6 @@ PEER_NAMES_SCRIPT = (
 )
 
 
-# Cgroup confinement (spec.slurm.constrainWithCgroups) without a privileged pod. The runtime
-# mounts the container's cgroups read-only in every unprivileged container (CRI), and the
-# kernel's v1 devices cgroup accepts devices.deny/allow (ConstrainDevices) only from
-# CAP_SYS_ADMIN. So the container gets that one capability, and its first act is to make its
-# own cgroup mounts writable (a bind remount: this mount point only, its cgroup subtree, not
-# the host's tree), then it becomes slurmd with the arguments Kubernetes gave it ("$@").
-# Seen on containerd 1.6 + runc 1.1 with cgroup v1: without CAP_SYS_ADMIN the remount is
-# refused (EPERM) and a writable mount still refuses devices.deny (EPERM); with it both work.
-CGROUP_CAPABILITY = "SYS_ADMIN"
-WRITABLE_CGROUPS_SCRIPT = (
-    "set -e; "
-    'while read -r _ mount_point type _; do case "$type" in cgroup|cgroup2) '
-    'mount -o remount,bind,rw "$mount_point";; esac; done < /proc/self/mounts; '
-    'exec slurmd "$@"'
-)
-
-
 # `scontrol show slurmd` is an authenticated RPC to this pod's slurmd: it passes once
 # slurmd has fetched its config (scontrol reads it from /run/slurm/conf) and answers
 # RPCs, and fails when slurmd is gone or wedged. It does not ask slurmctld, so a
@@ -117,21 +100,19 @@ def slurmd_resources(node_set: NodeSet) -> dict[str, str]:
 
 def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     quantities = slurmd_resources(node_set)
-    security: dict = {"runAsUser": 0}
-    command = ["slurmd"]
+    security = {"runAsUser": 0}
     if cluster.spec.slurm.constrain_with_cgroups:
-        # a writable cgroup tree and device control, not a privileged pod (see WRITABLE_CGROUPS_SCRIPT)
-        security["capabilities"] = {"add": [CGROUP_CAPABILITY]}
-        command = ["/bin/sh", "-c", WRITABLE_CGROUPS_SCRIPT, "slurmd"]
-    if cluster.spec.slurm.containers:
+        # cgroup confinement needs a writable cgroup tree and device control.
+        security["privileged"] = True
+    elif cluster.spec.slurm.containers:
         # Rootless crun (oci.conf) creates a user namespace as the job's user; the runtime's
         # default seccomp profile refuses clone/unshare of namespaces without CAP_SYS_ADMIN.
-        # No capability is added for it: the kernel lets any user create a user namespace.
+        # No capability is added: the kernel lets any user create a user namespace.
         security["seccompProfile"] = {"type": "Unconfined"}
     return {
         "name": SLURMD_CONTAINER,
         **slurm_pod.image_fields(cluster),
-        "command": command,
+        "command": ["slurmd"],
         "args": [
             "-D", "-Z",
             "-N", "$(POD_NAME)",
