@@ -11,6 +11,8 @@ a copy of that config.json fitted to a pod:
   with mounts over them), and the kernel lets a user namespace mount a new proc only where no
   part of /proc is covered: crun's `mount proc` fails with EPERM. So the container stays in the
   step's PID namespace and gets the step's /proc bound recursively, masks included.
+- Host name: the container stays in the step's UTS namespace, so it is the Slurm node's name
+  (`hostname`, what MPI and NCCL exchange), not the bundle's (umoci writes "umoci-default").
 - GPUs: the device files of exactly the GPUs Slurm gave the step are bound in at the same path
   (/dev/nvidiaN), with NVIDIA's control devices when the node has them; any /dev/nvidia* the
   bundle names itself is dropped. Which GPUs comes from Slurm's variables in the step's
@@ -41,6 +43,8 @@ CONTAINER_ID = re.compile(r"(?P<node_user>.+)\.(?P<job>[0-9]+)\.(?P<step>[0-9]+)
 NVIDIA_DEVICE = re.compile(r"/dev/nvidia")
 # Not GPUs, but CUDA opens them beside /dev/nvidiaN (what NVIDIA's container toolkit binds too).
 NVIDIA_CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+# Namespaces a container step shares with its step (see the module docstring).
+STEP_NAMESPACES = ("pid", "uts")
 PROC = {"destination": "/proc", "type": "bind", "source": "/proc", "options": ["rbind", "nosuid", "nodev", "noexec"]}
 
 
@@ -85,12 +89,13 @@ def gpu_mounts(gpus: list[int], exists=os.path.exists) -> list[dict]:
 
 
 def fitted_config(config: dict, container_id: str, exists=os.path.exists) -> dict:
-    """config.json as crun should run it in a pod: the step's /proc and PID namespace, the
-    step's GPUs and no other /dev/nvidia*."""
+    """config.json as crun should run it in a pod: the step's /proc, PID and UTS namespaces,
+    the step's GPUs and no other /dev/nvidia*."""
     gpus = allocated_gpus(step_environment(config), step_of(container_id))
     fitted = json.loads(json.dumps(config))
     linux = fitted.setdefault("linux", {})
-    linux["namespaces"] = [ns for ns in linux.get("namespaces", []) if ns.get("type") != "pid"]
+    linux["namespaces"] = [ns for ns in linux.get("namespaces", []) if ns.get("type") not in STEP_NAMESPACES]
+    fitted.pop("hostname", None)  # crun sets one only in a UTS namespace of its own
     if "devices" in linux:
         linux["devices"] = [d for d in linux["devices"] if not NVIDIA_DEVICE.match(str(d.get("path", "")))]
     mounts = [PROC if m.get("destination") == "/proc" else m for m in fitted.get("mounts", [])

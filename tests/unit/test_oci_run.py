@@ -28,7 +28,8 @@ def umoci_config(*env: str, mounts: list[dict] | None = None) -> dict:
             {"destination": "/proc", "type": "proc", "source": "proc"},
             {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]},
         ],
-        "linux": {"namespaces": [{"type": "pid"}, {"type": "user"}, {"type": "mount"}]},
+        "hostname": "umoci-default",
+        "linux": {"namespaces": [{"type": "pid"}, {"type": "user"}, {"type": "mount"}, {"type": "uts"}]},
     }
 
 
@@ -108,6 +109,12 @@ def test_proc_is_bound_from_the_step_in_its_pid_namespace():
     assert config["mounts"][0] == oci_run.PROC
     assert {"type": "pid"} not in config["linux"]["namespaces"]
     assert config["mounts"][1]["destination"] == "/dev"  # the rest untouched
+
+
+def test_the_container_has_the_node_s_host_name_in_the_step_s_uts_namespace():
+    config = oci_run.fitted_config(umoci_config(), STEP_0, ON_NODE)
+    assert {"type": "uts"} not in config["linux"]["namespaces"] and "hostname" not in config
+    assert {"type": "user"} in config["linux"]["namespaces"] and {"type": "mount"} in config["linux"]["namespaces"]
 
 
 def test_the_bundle_s_own_config_is_not_changed():
