@@ -91,7 +91,7 @@ def test_a_job_over_its_memory_is_killed_not_the_node(login):
     over = login.sh("sbatch --parsable -p gpu --mem=100M -o /dev/null --wrap 'srun python3 ~/confine/eat_memory.py 400'").strip()
 
     def ended():
-        states = dict(line.split("|", 1) for line in login.sh(f"sacct -n -P -j {over} -o JobID,State").split())
+        states = dict(line.split("|", 1) for line in login.sh(f"sacct -n -P -j {over} -o JobID,State").splitlines() if line)
         return states if states.get(over, "PENDING") not in ("PENDING", "RUNNING") else None
 
     # The step over its limit is what Slurm's OOM handling kills; the job then ends as the batch
