@@ -36,15 +36,7 @@ def as_yaml(docs) -> str:
 
 @pytest.fixture(scope="module")
 def crds_installed(control_plane):
-    control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
-
-    def established(crd):
-        # polled: `kubectl wait` errors out at once while status.conditions is still null
-        obj = get(control_plane, "crd", crd, "default")
-        return condition(obj, "Established") and condition(obj, "Established")["status"] == "True"
-
-    for crd in ("slurmclusters.kubeslurm.io", "nodesets.kubeslurm.io"):
-        eventually(lambda: established(crd), timeout=60, what=f"{crd} Established")
+    control_plane.apply_crds(REPO / "crds")
     return control_plane
 
 
