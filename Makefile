@@ -15,7 +15,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,cluster]'
 	touch $@
 
-## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run
+## every tier that exists (test-e2e runs the fault matrix too); the slow tiers skip nothing
+## silently: they fail if they cannot run
 test: test-unit test-slurm test-k8s test-helm test-images test-cluster test-e2e
 
 ## tier 1: models, CRDs, renderers (seconds)
@@ -35,11 +36,12 @@ test-k8s: venv
 test-cluster: venv cluster-deps
 	$(PYTEST) -m cluster tests/cluster
 
-## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement)
+## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement),
+## then tier 7 in the same session: the cluster is started and the operator installed once for both
 test-e2e: venv cluster-deps
-	$(PYTEST) -m e2e tests/e2e
+	$(PYTEST) -m "e2e or faults" tests/e2e tests/faults
 
-## tier 7: the fault matrix (tests/faults): one fault per test under a stream of jobs, none lost (~N min)
+## tier 7 alone: the fault matrix (tests/faults): one fault per test under a stream of jobs, none lost
 test-faults: venv cluster-deps
 	$(PYTEST) -m faults tests/faults
 

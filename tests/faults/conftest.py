@@ -1,6 +1,6 @@
 """Fixtures of the fault tier (pytest -m faults): the fault matrix of issue 17 on real Kubernetes.
 
-The cluster and the operator are the e2e tier's (tests/e2e/conftest.py: the local cluster with
+The cluster and the operator are the e2e tier's (tests/conftest.py: the local cluster with
 four nodes, the operator installed with helm from this checkout's images). One SlurmCluster
 (examples/demo.yaml, two CPU nodes) in namespace `faults` serves every test of a run; each test
 injects its fault under a stream of jobs (testbed/job_ledger.py JobStream) and ends with the
@@ -20,7 +20,6 @@ from testbed.deployment import ROOT
 from testbed.job_ledger import JobLedger
 from testbed.kubectl import Kube
 from testbed.waiting import wait_for
-from tests.e2e.conftest import kube, operator  # noqa: F401 - the e2e tier's cluster and operator
 
 NAMESPACE = "faults"
 CLUSTER = "research"
@@ -105,7 +104,7 @@ def pod_ready(pod: dict | None) -> bool:
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(kube, operator):  # noqa: F811 - the fixtures imported above
+def slurm_cluster(kube, operator):
     """The SlurmCluster of the run, usable; deleted at the end."""
     client, _local = kube
 
@@ -119,7 +118,7 @@ def slurm_cluster(kube, operator):  # noqa: F811 - the fixtures imported above
 
 
 @pytest.fixture
-def bed(slurm_cluster, kube):  # noqa: F811
+def bed(slurm_cluster, kube):
     """A fresh ledger per test, on a cluster whose nodes are all usable when the test starts."""
     bed = Bed(slurm_cluster)
     deployment.wait_usable(slurm_cluster, NAMESPACE, CLUSTER, 600, report=lambda line: None)
@@ -128,7 +127,7 @@ def bed(slurm_cluster, kube):  # noqa: F811
 
 
 @pytest.fixture
-def local_cluster(kube):  # noqa: F811
+def local_cluster(kube):
     """The local cluster, for faults only it can inject (a killed process, a stopped API server)."""
     _client, local = kube
     if not local:
