@@ -5,7 +5,8 @@ behaviour" table) and the ledger's one-line summary.
 
 Numbers refer to the issue's matrix: 6 a slurmd container killed, 3 MariaDB and slurmdbd pods
 deleted, 8 the controller's state volume full, 1 the operator killed mid-scale-down and
-mid-reconcile, 2 the operator upgraded with helm, 4 the API server and etcd stopped.
+mid-reconcile, 2 the operator upgraded with helm, 4 the API server and etcd stopped, 5 slurmctld's
+node lost.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 from testbed import deployment
 from testbed.job_ledger import JobStream
 from testbed.waiting import wait_for
-from tests.faults.conftest import CLUSTER, CONTROLLER, LOGIN, NAMESPACE, STATE_CLAIM, operator_pod, pod_ready
+from tests.faults.conftest import (CLUSTER, CONTROLLER, LOGIN, NAMESPACE, SLURM_NODES, STATE_CLAIM, operator_pod,
+                                  pod_ready)
 from tests.faults.injectors import kill_operator
 
 pytestmark = pytest.mark.faults
@@ -337,4 +339,72 @@ def test_operator_upgraded_with_helm_while_jobs_run(bed, local_cluster, operator
         deployment.install_operator(bed.kube.kubeconfig, operator, local=True)
         local_cluster.untag_image(f"{repository}:{new_tag}")
     bed.settle_and_report("operator upgraded with helm")
+
+
+# -- 5. slurmctld's node lost -----------------------------------------------------------------
+
+
+def pods_on(bed, node: str) -> list[str]:
+    items = bed.kube.get("pods", "-A", "--field-selector", f"spec.nodeName={node}")["items"]
+    return sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in items)
+
+
+def lose_node(bed, local_cluster, node: str) -> None:
+    """The machine dies, and the Node object goes as a cloud's node controller removes it: the pod
+    garbage collector then deletes the pods bound to it, so their controllers make them anew."""
+    print(f"\npowering off {node}, which runs {pods_on(bed, node)}", flush=True)
+    local_cluster.power_off(node)
+    bed.kube.run("delete", "node", node)
+
+
+def wait_moved(bed, name: str, lost: str, old_uid: str, timeout: float) -> str:
+    """Until pod `name` is a new pod, Ready, on a node other than `lost`; returns that node."""
+    def moved():
+        pod = bed.pod(name)
+        node = pod and pod["spec"].get("nodeName")
+        return node if pod and pod["metadata"]["uid"] != old_uid and node != lost and pod_ready(pod) else None
+    wait_for(moved, timeout, f"{name} Ready on a node other than {lost}", interval=2,
+             details=lambda: deployment.pods_summary(bed.kube, NAMESPACE))
+    return bed.pod(name)["spec"]["nodeName"]
+
+
+def slurmctld_answers(bed) -> bool:
+    try:
+        return "UP" in bed.sh("scontrol ping", timeout=30)
+    except AssertionError:
+        return False
+
+
+def test_slurmctld_node_lost(bed, local_cluster):
+    """The Kubernetes node under slurmctld's pod is lost (powered off, its Node deleted): the
+    StatefulSet makes the controller pod on another node, where it finds its state on the claim:
+    a held job submitted before is still queued under its id and runs once released, running
+    jobs are still known. sbatch is refused while no slurmctld runs (the stream retries). The
+    machine then comes back (power_on) and every Slurm node is usable; no job lost."""
+    held = bed.sbatch("-H -p cpu,gpu --wrap 'sleep 2'")
+    running = [bed.sbatch(f"-p {p} --wrap 'sleep 30'") for p in ("cpu", "gpu")]
+    for job in running:
+        bed.wait_running(job)
+    controller = bed.pod(CONTROLLER)
+    lost = controller["spec"]["nodeName"]
+    t0 = time.monotonic()
+    with JobStream(bed.ledger, STREAM, every=6, submit=bed.sbatch) as stream:
+        try:
+            lose_node(bed, local_cluster, lost)
+            elsewhere = wait_moved(bed, CONTROLLER, lost, controller["metadata"]["uid"], 420)
+            took(f"node {lost} lost -> slurmctld's pod Ready on {elsewhere}", time.monotonic() - t0)
+            wait_for(lambda: slurmctld_answers(bed), 180, "slurmctld answering", interval=2)
+            took(f"node {lost} lost -> slurmctld answers", time.monotonic() - t0)
+            shown = bed.sh(f"scontrol show job {held} --oneliner")
+            assert "JobState=PENDING" in shown and "JobHeldUser" in shown, shown
+            states = {job: bed.job_state(job) for job in running}
+            print(f"after the move: held job {held} PENDING (JobHeldUser); running before: {states}", flush=True)
+            assert all(state != "MISSING" for state in states.values()), states
+            bed.sh(f"scontrol release {held}")
+        finally:
+            local_cluster.power_on(lost)
+        bed.wait_nodes_usable(SLURM_NODES, 420)
+        took(f"node {lost} lost -> every Slurm node usable (after power_on)", time.monotonic() - t0)
+    print(f"the stream's submissions refused while slurmctld was away: {stream.refused}", flush=True)
+    bed.settle_and_report(f"slurmctld's node {lost} lost")
 
