@@ -6,13 +6,14 @@ behaviour" table) and the ledger's one-line summary.
 Numbers refer to the issue's matrix: 6 a slurmd container killed, 3 MariaDB and slurmdbd pods
 deleted, 8 the controller's state volume full, 1 the operator killed mid-scale-down and
 mid-reconcile, 2 the operator upgraded with helm, 4 the API server and etcd stopped, 5 slurmctld's
-node lost.
+node lost, 7 a slurmd pod's node lost while the slurmctld pod is deleted.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 
 import pytest
@@ -341,7 +342,7 @@ def test_operator_upgraded_with_helm_while_jobs_run(bed, local_cluster, operator
     bed.settle_and_report("operator upgraded with helm")
 
 
-# -- 5. slurmctld's node lost -----------------------------------------------------------------
+# -- 5. slurmctld's node lost; 7. a slurmd pod's node lost while slurmctld restarts -----------
 
 
 def pods_on(bed, node: str) -> list[str]:
@@ -408,3 +409,44 @@ def test_slurmctld_node_lost(bed, local_cluster):
     print(f"the stream's submissions refused while slurmctld was away: {stream.refused}", flush=True)
     bed.settle_and_report(f"slurmctld's node {lost} lost")
 
+
+def test_slurmd_node_lost_while_slurmctld_pod_deleted(bed, local_cluster):
+    """Two faults at once: the Kubernetes node under a slurmd pod with a running job is lost (the
+    operator and slurmctld elsewhere) and, at the same moment, slurmctld's pod is deleted. The
+    controller comes back with its state; the operator, once slurmctld answers, sees the slurmd
+    pod lost and marks its Slurm node DOWN (Event SlurmdLost), so the job is requeued at once and
+    completes; the slurmd pod comes back on another node; no job lost."""
+    controller = bed.pod(CONTROLLER)
+    spared = {controller["spec"]["nodeName"], operator_pod(bed.kube)["spec"]["nodeName"]}
+    slurmd = next((n for n in ("cpu-1", "cpu-0", "h100-0") if bed.pod(n)["spec"]["nodeName"] not in spared), None)
+    assert slurmd, "every slurmd pod shares its node with the operator or slurmctld"
+    job = bed.sbatch(f"-p {'gpu' if slurmd.startswith('h100') else 'cpu'} -w {slurmd} --wrap 'sleep 30'")
+    bed.wait_running(job)
+    old_slurmd = bed.pod(slurmd)["metadata"]["uid"]
+    lost = bed.pod(slurmd)["spec"]["nodeName"]
+    t0 = time.monotonic()
+    with JobStream(bed.ledger, STREAM, every=6, submit=bed.sbatch):
+        try:
+            bed.kube.run("delete", "pod", CONTROLLER, "-n", NAMESPACE, "--wait=false")
+            lose_node(bed, local_cluster, lost)
+            bed.wait_ready(CONTROLLER, 300, old_uid=controller["metadata"]["uid"])
+            wait_for(lambda: slurmctld_answers(bed), 180, "slurmctld answering", interval=2)
+            took("both faults -> slurmctld answers", time.monotonic() - t0)
+
+            def requeued():
+                restarts = re.search(r"Restarts=(\d+)", bed.sh(f"scontrol show job {job} --oneliner", check=False))
+                return bool(restarts and int(restarts.group(1)) >= 1)
+            wait_for(requeued, 180, f"job {job} requeued", interval=2)
+            took(f"both faults -> job {job} requeued", time.monotonic() - t0)
+            wait_moved(bed, slurmd, lost, old_slurmd, 300)
+            bed.wait_nodes_usable({slurmd}, 180)
+            took(f"both faults -> {slurmd} usable on another node", time.monotonic() - t0)
+            wait_for(lambda: bed.job_state(job) == "COMPLETED", 420, f"job {job} completed", interval=3)
+            took(f"both faults -> job {job} completed", time.monotonic() - t0)
+            lost_events = bed.kube.run("get", "events", "-n", NAMESPACE, "--field-selector", "reason=SlurmdLost",
+                                       "-o", "jsonpath={.items[*].message}").stdout
+            assert f"{slurmd} marked DOWN" in lost_events, lost_events
+        finally:
+            local_cluster.power_on(lost)
+        bed.wait_nodes_usable(SLURM_NODES, 300)
+    bed.settle_and_report(f"{slurmd}'s node lost while slurmctld restarted")
