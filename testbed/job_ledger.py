@@ -14,6 +14,11 @@ database (the record a site trusts, `sacct -D`: every run of every job) for each
 A job a test expects to end otherwise (a --no-requeue job on a node that fails: Slurm ends it
 NODE_FAIL) is recorded with must_complete=False: known to the ledger, checked by the test itself.
 
+A submission whose answer never came (sbatch timed out or lost its connection while slurmctld
+restarted) may still have made a job. A stream names each of its jobs (`--job-name`); the names
+of unanswered submissions are kept, and a job in sacct under such a name is the ledger's: it
+must complete like any other, and is not "never submitted".
+
 An array job is recorded by its id; its tasks (ID_N in sacct) count as its runs, and it is
 completed when every task's last run is.
 
@@ -23,6 +28,7 @@ The ledger runs Slurm's commands through a callable (`sh(script) -> stdout`, e.g
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +39,8 @@ from testbed.waiting import wait_for
 
 # Job states after which a job runs no more (sacct's names; a requeued job's old run reads
 # REQUEUED and is followed by a new row).
+_STREAMS = itertools.count(1)  # streams of one process get distinct job names
+
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
                 "BOOT_FAIL", "DEADLINE", "PREEMPTED")
 
@@ -78,6 +86,7 @@ class JobLedger:
         self.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
         self._jobs: list[str] = []
         self._others: list[str] = []  # recorded with must_complete=False
+        self._unanswered: set[str] = set()  # job names of submissions that got no answer
         self._lock = threading.Lock()
 
     @property
@@ -93,6 +102,16 @@ class JobLedger:
             (self._jobs if must_complete else self._others).append(job)
         return job
 
+    @property
+    def unanswered_names(self) -> set[str]:
+        with self._lock:
+            return set(self._unanswered)
+
+    def unanswered(self, job_name: str) -> None:
+        """A submission under this --job-name got no job id: sacct decides whether it made a job."""
+        with self._lock:
+            self._unanswered.add(job_name)
+
     def sbatch(self, args: str, user: str | None = None, *, run_as: Callable[[str, str], str] | None = None,
                must_complete: bool = True) -> str:
         """`sbatch --parsable ARGS` through sh (or run_as(script, user)); the job recorded."""
@@ -103,20 +122,33 @@ class JobLedger:
     # -- what sacct says ---------------------------------------------------------
 
     def _sacct(self) -> str:
-        """Every job sacct lists since the ledger started: each run's id, state and submit time (-D)."""
-        return self.sh(f"sacct -a -n -X -P -D -S {self.started} -o JobID,State,Submit")
+        """Every job sacct lists since the ledger started: each run's id, state, submit time and
+        job name (-D)."""
+        return self.sh(f"sacct -a -n -X -P -D -S {self.started} -o JobID,State,Submit,JobName")
+
+    def _adopt_unanswered(self, sacct_output: str) -> None:
+        """Records the jobs that unanswered submissions made after all (found by their names)."""
+        with self._lock:
+            if not self._unanswered:
+                return
+            known = set(self._jobs) | set(self._others)
+        for job in sorted(jobs_named(sacct_output, self._unanswered) - known, key=_job_order):
+            self.record(job)
 
     def sacct_runs(self) -> dict[str, list[str]]:
         """Every job since the ledger started, each with every run's state (sacct -D), in order."""
         return parse_runs(self._sacct())
 
     def outcomes(self) -> dict[str, Outcome]:
-        return outcomes_of(self.submitted, self.sacct_runs())
+        out = self._sacct()
+        self._adopt_unanswered(out)
+        return outcomes_of(self.submitted, parse_runs(out))
 
     def summary(self) -> Summary:
+        out = self._sacct()
+        self._adopt_unanswered(out)
         with self._lock:
             others = list(self._others)
-        out = self._sacct()
         return summarize(self.submitted, parse_runs(out), others + sorted(submitted_before(out, self.started)))
 
     def settle(self, timeout: float, interval: float = 5) -> Summary:
@@ -142,8 +174,9 @@ class JobLedger:
 
 class JobStream:
     """A stream of short jobs, one every `every` seconds from a thread of its own, each recorded
-    in the ledger: the load a fault test runs under. A submission that fails (slurmctld away)
-    is counted and retried at the next tick; it submitted no job, so it loses none."""
+    in the ledger: the load a fault test runs under. Each submission is named `<name>-<n>`
+    (--job-name). A submission that fails (slurmctld away) is counted and retried at the next
+    tick; if it made a job after all (its answer lost), the ledger finds it by name."""
 
     def __init__(self, ledger: JobLedger, args: list[str] | str, every: float = 5.0,
                  submit: Callable[[str], str] | None = None):
@@ -152,6 +185,7 @@ class JobStream:
         self.every = every
         self.submit = submit or ledger.sbatch
         self.refused = 0
+        self.name = f"ledger-stream-{next(_STREAMS)}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -169,10 +203,12 @@ class JobStream:
         n = 0
         while not self._stop.is_set():
             t0 = time.monotonic()
+            job_name = f"{self.name}-{n}"
             try:
-                self.submit(self.args[n % len(self.args)])
-            except Exception:  # noqa: BLE001 - a refused sbatch is no job
+                self.submit(f"--job-name={job_name} {self.args[n % len(self.args)]}")
+            except Exception:  # noqa: BLE001 - refused, or its answer lost: sacct will tell
                 self.refused += 1
+                self.ledger.unanswered(job_name)
             n += 1
             self._stop.wait(max(0.0, self.every - (time.monotonic() - t0)))
 
@@ -201,6 +237,17 @@ def submitted_before(sacct_output: str, started: str) -> set[str]:
         job, submit = fields[0].strip().split("_")[0], fields[2].strip()
         first[job] = min(first.get(job, submit), submit)
     return {job for job, submit in first.items() if submit < started}
+
+
+def jobs_named(sacct_output: str, names: set[str]) -> set[str]:
+    """`sacct ... -o JobID,State,Submit,JobName` -> the jobs (array tasks by their array) whose
+    name is one of `names`."""
+    found = set()
+    for line in sacct_output.splitlines():
+        fields = line.split("|")
+        if len(fields) >= 4 and fields[3].strip() in names:
+            found.add(fields[0].strip().split("_")[0])
+    return found
 
 
 def outcomes_of(submitted: list[str], runs: dict[str, list[str]]) -> dict[str, Outcome]:

@@ -195,42 +195,60 @@ def wait_new_operator(bed, old_uid: str, timeout: float = 180) -> float:
     return time.monotonic() - t0
 
 
+def scale_cpu(bed, replicas: int) -> None:
+    bed.kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, f"--replicas={replicas}")
+
+
 def test_operator_killed_mid_scale_down(bed):
     """cpu scaled from 2 to 1 while cpu-1 runs a job; the operator is killed after it drained cpu-1
     and before it lowered the StatefulSet's replicas. The new operator finishes the protocol: the
-    job completes, then cpu-1 goes; nothing else is drained."""
+    job completes, then cpu-1 goes; nothing else is drained. (cpu is scaled back to 2 at the end:
+    each test starts with every node.)"""
     job = bed.sbatch("-p cpu -w cpu-1 --wrap 'sleep 45'")
-    with JobStream(bed.ledger, ["-p gpu --wrap 'sleep 3'"], every=6, submit=bed.sbatch):
-        bed.wait_running(job)
-        bed.kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=1")
-        wait_for(lambda: bed.node_states().get("cpu-1", "").startswith("drng"), 90, "cpu-1 draining", interval=1)
-        sts = bed.kube.get("statefulset", "cpu", "-n", NAMESPACE)
-        assert sts["spec"]["replicas"] == 2, "replicas were lowered before the job ended"
-        old = kill_operator(bed)
-        took("operator killed mid-scale-down -> a new one Ready", wait_new_operator(bed, old))
-        assert bed.job_state(job) == "RUNNING"
+    try:
+        with JobStream(bed.ledger, ["-p gpu --wrap 'sleep 3'"], every=6, submit=bed.sbatch):
+            bed.wait_running(job)
+            scale_cpu(bed, 1)
+            wait_for(lambda: bed.node_states().get("cpu-1", "").startswith("drng"), 90, "cpu-1 draining", interval=1)
+            sts = bed.kube.get("statefulset", "cpu", "-n", NAMESPACE)
+            assert sts["spec"]["replicas"] == 2, "replicas were lowered before the job ended"
+            old = kill_operator(bed)
+            took("operator killed mid-scale-down -> a new one Ready", wait_new_operator(bed, old))
+            assert bed.job_state(job) == "RUNNING"
+            states = bed.node_states()
+            assert not any("drain" in s or s.startswith("drng") for n, s in states.items() if n != "cpu-1"), states
+            wait_for(lambda: bed.job_state(job) == "COMPLETED", 120, f"job {job} completed", interval=2)
+            wait_for(lambda: bed.pod("cpu-1") is None, 240, "pod cpu-1 gone", interval=2)
+            wait_for(lambda: "cpu-1" not in bed.node_states(), 120, "cpu-1 gone from sinfo", interval=2)
         states = bed.node_states()
-        assert not any("drain" in s or s.startswith("drng") for n, s in states.items() if n != "cpu-1"), states
-        wait_for(lambda: bed.job_state(job) == "COMPLETED", 120, f"job {job} completed", interval=2)
-        wait_for(lambda: bed.pod("cpu-1") is None, 240, "pod cpu-1 gone", interval=2)
-        wait_for(lambda: "cpu-1" not in bed.node_states(), 120, "cpu-1 gone from sinfo", interval=2)
-    states = bed.node_states()
-    assert set(states) == {"cpu-0", "h100-0"} and all(s.startswith(("idle", "alloc", "mix")) for s in states.values()), states
-    bed.settle_and_report("operator killed mid-scale-down")
+        assert set(states) == {"cpu-0", "h100-0"} and all(s.startswith(("idle", "alloc", "mix")) for s in states.values()), states
+        bed.settle_and_report("operator killed mid-scale-down")
+    finally:
+        scale_cpu(bed, 2)
+        bed.wait_nodes_usable(SLURM_NODES, 300)
 
 
 def test_operator_killed_mid_reconcile(bed):
-    """cpu scaled back up to 2 and the operator killed at once, within the reconcile that acts on
-    it: the new operator finishes it (cpu-1 back and usable); no job lost, nothing drained."""
-    with JobStream(bed.ledger, STREAM, every=6, submit=bed.sbatch):
-        bed.kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=2")
-        t0 = time.monotonic()
-        old = kill_operator(bed)
-        took("operator killed mid-reconcile -> a new one Ready", wait_new_operator(bed, old))
-        bed.wait_nodes_usable({"cpu-0", "cpu-1", "h100-0"}, 300)
-        took("operator killed mid-reconcile -> cpu-1 usable", time.monotonic() - t0)
-        time.sleep(10)
-    bed.settle_and_report("operator killed mid-reconcile")
+    """cpu scaled down to 1 (cpu-1 idle, so it goes at once), then back up to 2 and the operator
+    killed at once, within the reconcile that acts on it: the new operator finishes it (cpu-1
+    back and usable); no job lost, nothing drained."""
+    try:
+        with JobStream(bed.ledger, STREAM, every=6, submit=bed.sbatch):
+            scale_cpu(bed, 1)
+            wait_for(lambda: "cpu-1" not in bed.node_states() and bed.pod("cpu-1") is None, 240,
+                     "cpu-1 gone from sinfo and its pod deleted", interval=2)
+            scale_cpu(bed, 2)
+            t0 = time.monotonic()
+            old = kill_operator(bed)
+            took("operator killed mid-reconcile -> a new one Ready", wait_new_operator(bed, old))
+            bed.wait_nodes_usable(SLURM_NODES, 300)
+            took("operator killed mid-reconcile -> cpu-1 usable", time.monotonic() - t0)
+            states = bed.node_states()
+            assert not any("drain" in s or s.startswith("drng") for s in states.values()), states
+            time.sleep(10)
+        bed.settle_and_report("operator killed mid-reconcile")
+    finally:
+        scale_cpu(bed, 2)
 
 
 # -- 4. the API server and etcd stopped for a minute ------------------------------------------

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from testbed.job_ledger import JobLedger, parse_runs, submitted_before, summarize
+from testbed.job_ledger import JobLedger, JobStream, jobs_named, parse_runs, submitted_before, summarize
+from testbed.waiting import wait_for
 
 SACCT = """\
 101|COMPLETED
@@ -89,3 +92,43 @@ def test_record_takes_only_job_ids():
     with pytest.raises(ValueError):
         ledger.record("sbatch: error: Batch job submission failed")
     assert ledger.submitted == ["42", "43"]
+
+
+NAMED = """\
+50|COMPLETED|2026-12-03T18:00:01|ledger-stream-7-0
+51|COMPLETED|2026-12-03T18:00:07|ledger-stream-7-1
+52|FAILED|2026-12-03T18:00:13|ledger-stream-7-2
+53|COMPLETED|2026-12-03T18:00:19|somebody-else
+"""
+
+
+def test_a_submission_whose_answer_was_lost_is_found_by_its_name_and_must_complete():
+    assert jobs_named(NAMED, {"ledger-stream-7-1", "ledger-stream-7-2", "ledger-stream-7-9"}) == {"51", "52"}
+    ledger = JobLedger(sh=lambda script: NAMED)
+    ledger.started = "2026-12-03T18:00:00"
+    ledger.record("50")
+    assert ledger.summary().unexpected == ["51", "52", "53"]
+    # sbatch of -1 and -2 gave no job id (slurmctld restarting), yet made jobs: -2's failed
+    ledger.unanswered("ledger-stream-7-1")
+    ledger.unanswered("ledger-stream-7-2")
+    ledger.unanswered("ledger-stream-7-9")  # this one made no job: nothing to find
+    summary = ledger.summary()
+    assert (summary.submitted, summary.completed, summary.lost, summary.unexpected) == (3, 2, ["52"], ["53"])
+    assert ledger.submitted == ["50", "51", "52"]
+
+
+def test_a_stream_names_each_submission_and_remembers_those_without_an_answer():
+    ledger = JobLedger(sh=lambda script: "")
+    submitted: list[str] = []
+
+    def submit(args: str) -> str:
+        submitted.append(args)
+        if len(submitted) == 2:
+            raise RuntimeError("sbatch: error: Socket timed out on send/recv operation")
+        return ledger.record(str(len(submitted)))
+
+    with JobStream(ledger, "--wrap true", every=0.01, submit=submit) as stream:
+        wait_for(lambda: len(submitted) >= 3, 10, "three submissions")
+    names = [re.search(r"--job-name=(\S+)", args).group(1) for args in submitted]
+    assert len(set(names)) == len(names) and all(n.startswith(stream.name + "-") for n in names)
+    assert stream.refused == 1 and ledger.unanswered_names == {names[1]}
