@@ -41,6 +41,7 @@ def run_native_bench(manifest: Path, jobs: int = 200, partition: str = "cpu", us
     natively: the rendered configs of kubeslurm on real daemons in network namespaces (testbed/native_slurm
     NativeSlurmCluster, with a login host running sackd). Returns
     {"start_to_idle_s": float,   # from starting the daemons (after the rootfs is available) to every node idle in sinfo
+     "timings": {...},           # seconds from that start to each daemon up (mariadb, slurmdbd, slurmctld, ...)
      "jobs": int, "throughput_jobs_per_s": float, "jobs_completed": int}  # jobs COMPLETED per sacct
     and always stops the cluster."""
     model, node_sets = load(read_documents(manifest))
@@ -77,7 +78,7 @@ def run_native_bench(manifest: Path, jobs: int = 200, partition: str = "cpu", us
         t = time.monotonic()
         cluster.stop()
         _log(f"stopped in {time.monotonic() - t:.1f}s")
-    return {"start_to_idle_s": start_to_idle, "jobs": jobs,
+    return {"start_to_idle_s": start_to_idle, "timings": dict(cluster.timings), "jobs": jobs,
             "throughput_jobs_per_s": result["throughput_jobs_per_s"],
             "jobs_completed": result["jobs_completed"]}
 

@@ -23,7 +23,10 @@ The cluster has NodeSets of up to 1000 slurmd pods (the API's limit is 1024 per 
   scale-down N -> 0 (the drain protocol on idle nodes: drained, replicas lowered, pods gone,
   node records deleted), each against bare StatefulSets of the same pod template scaled the
   same way in the same run (until ready / until their pods are gone);
-- the Slurm commands of that scale-down: one scontrol for many nodes, not one per node.
+- the Slurm commands of that scale-down: one scontrol for many nodes, not one per node;
+- a no-op reconcile at N pods again with a burst of BURST_JOBS queued (held) jobs in slurmctld:
+  the operator reads jobs with one squeue, never one by one, so its time must stay within the
+  same target.
 
 Prints one table (or, with --json, the figures for `make bench`). Exits 0 whether targets are
 met or not; non-zero when something could not be measured. Hold /run/kubeslurm-native-slurm.lock
@@ -72,6 +75,8 @@ PER_NODE_SET = 1000
 PODS_PER_KWOK_NODE = 250
 RESYNC_SECONDS = 5
 SMALL = 10  # slurmd pods of the reference no-op reconcile
+BURST_JOBS = 10_000  # queued at once for the last no-op reconcile (issue 16, item 4)
+BURST_USER = "burst"  # submits the burst (slurm.conf's DisableRootJobs refuses root's jobs)
 WAIT_SECONDS = 900
 # Targets of issue 16.
 RECONCILE_TARGET_S = {1000: 1.0, 5000: 5.0}
@@ -90,6 +95,8 @@ def manifests(nodes: int) -> list[dict]:
         "apiVersion": "kubeslurm.io/v1alpha1", "kind": "SlurmCluster",
         "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
         "spec": {"accounting": {"enabled": False}, "login": {"replicas": 0, "ssh": {"enabled": False}},
+                 # the burst and Slurm's own headroom (its default, 10000, would refuse the burst's last jobs)
+                 "slurmConf": {"MaxJobCount": str(2 * BURST_JOBS)},
                  "partitions": [{"name": "all", "nodeSets": node_sets, "default": True}]},
     }
     return [cluster] + [
@@ -153,7 +160,8 @@ class Bench:
         (model,) = loaded.clusters
         self.node_sets = {ns.metadata.name: ns for ns in loaded.node_sets_of(model)}
         # At 0 replicas: no slurmd host; the node records are made with scontrol create.
-        self.slurm = native_cluster(rootfs, model, self.node_sets, name="scale", login=False)
+        self.slurm = native_cluster(rootfs, model, self.node_sets, name="scale", login=False,
+                                    extra_users=[BURST_USER])
         self.slurm.start()
         self.stack.callback(self.slurm.stop)
 
@@ -313,6 +321,19 @@ class Bench:
         for name, count in replicas.items():
             self.cp.kubectl("scale", "nodeset", name, "-n", NAMESPACE, f"--replicas={count}")
 
+    def queue_burst(self, jobs: int) -> float:
+        """`jobs` held jobs queued in slurmctld by BURST_USER (two sbatch loops side by side);
+        seconds it took. Held: they never start, so the nodes stay idle."""
+        loop = (f"seq {jobs} | xargs -P 2 -n {jobs // 2} sh -c "
+                "'for _ in \"$@\"; do sbatch --hold --partition=all --output=/dev/null --wrap=true >/dev/null || exit 1; done' -")
+        start = time.monotonic()
+        self.slurm.run(self.slurm.controller, loop, user=BURST_USER, timeout=WAIT_SECONDS)
+        queued = self.slurm.run(self.slurm.controller, ["squeue", "--noheader", "--user", BURST_USER, "--format=%i"],
+                                timeout=60).stdout.split()
+        if len(queued) != jobs:
+            raise RuntimeError(f"the burst queued {len(queued)} jobs, not {jobs}")
+        return time.monotonic() - start
+
     def timed(self, what: str, action, done) -> float:
         start = time.monotonic()
         action()
@@ -360,6 +381,14 @@ class Bench:
             time.sleep(20)
         say(f"operator memory: {r['memory']}")
 
+        say(f"a burst of {BURST_JOBS} held jobs queued in slurmctld")
+        r["burst_queue_s"] = self.queue_burst(BURST_JOBS)
+        say(f"{BURST_JOBS} jobs queued in {r['burst_queue_s']:.0f} s")
+        r["idle_burst"] = self.no_op_reconcile(self.nodes)
+        self.slurm.run(self.slurm.controller, ["scancel", "--user", BURST_USER], timeout=300)
+        wait_for(lambda: not self.slurm.run(self.slurm.controller, ["squeue", "--noheader", "--user", BURST_USER],
+                                            timeout=60).stdout.strip(), WAIT_SECONDS, "the burst cancelled", interval=2)
+
         before = self.slurm_commands(self.scrape())
         ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
         reconciles_before = self.metric(self.scrape(), "kubeslurm_reconcile_duration_seconds_count", **ours)
@@ -376,13 +405,14 @@ class Bench:
 
 
 def figures(r: dict) -> list[Figure]:
-    n, small, big = r["nodes"], r["idle_small"], r["idle_n"]
+    n, small, big, burst = r["nodes"], r["idle_small"], r["idle_n"], r["idle_burst"]
     reconcile_target = RECONCILE_TARGET_S[1000 if n <= 1000 else 5000]
     up, down = r["up_s"] / r["bare_up_s"], r["down_s"] / r["bare_down_s"]
     batched = sum(v for c, v in r["down_commands"].items() if c in ("scontrol update", "scontrol delete"))
     memory = r["memory"]
     at_small = f"at {SMALL} pods"
-    small_commands, big_commands = (sum(x["slurm_commands_per_reconcile"].values()) for x in (small, big))
+    small_commands, big_commands, burst_commands = (
+        sum(x["slurm_commands_per_reconcile"].values()) for x in (small, big, burst))
     return [
         Figure(f"no-op reconcile, {n} slurmd pods (kwok): API reads", f"as many as {at_small}",
                f"{big['reads_per_reconcile']:.1f}", f"{small['reads_per_reconcile']:.1f} {at_small}",
@@ -396,6 +426,14 @@ def figures(r: dict) -> list[Figure]:
         Figure(f"no-op reconcile, {n} slurmd pods: Slurm commands", f"as many as {at_small}",
                f"{big_commands:.1f} ({', '.join(sorted(big['slurm_commands_per_reconcile']))})",
                f"{small_commands:.1f} {at_small}", met=big_commands <= small_commands),
+        Figure(f"no-op reconcile, {n} slurmd pods and {BURST_JOBS} jobs queued: time", f"<= {reconcile_target:g} s",
+               f"{burst['seconds_per_reconcile']:.2f} s", f"{big['seconds_per_reconcile']:.2f} s with no job queued",
+               f"{burst['seconds_per_reconcile'] / big['seconds_per_reconcile']:.2f}x",
+               burst["seconds_per_reconcile"] <= reconcile_target),
+        Figure(f"no-op reconcile, {n} slurmd pods and {BURST_JOBS} jobs queued: Slurm commands, API writes",
+               "as many as with no job queued, 0 writes",
+               f"{burst_commands:.1f}, {burst['writes']} writes", f"{big_commands:.1f}, {big['writes']} writes",
+               met=burst_commands <= big_commands and burst["writes"] == 0),
         Figure(f"operator memory (RSS), steady at {n} slurmd pods", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
                f"{memory['rss_mib']:.0f} MiB", f"{r['memory_small']['rss_mib']:.0f} MiB {at_small}",
                met=memory["rss_mib"] <= MEMORY_TARGET_MIB if n <= 1000 else None),
