@@ -478,3 +478,24 @@ def test_only_slurmdbd_may_reach_the_database():
     # no internal database, no policy (the prune removes it with the StatefulSet)
     external = set_path(CLUSTER, "spec.accounting.database", {"external": {"host": "db.example.org", "passwordSecretRef": {"name": "db"}}})
     assert find(everything(external), "NetworkPolicy", "research-mariadb") is None
+
+
+def test_every_probed_daemon_turns_ready_within_a_second_of_answering_at_start():
+    """Each container with a readiness probe has a startup probe of the same check every second
+    (the kubelet runs the readiness probe as soon as it passes), so a pod is Ready about a second
+    after its daemon answers, not a readiness period later; only slurmdbd's restarts a start
+    that never listens sooner than in an hour."""
+    checked = 0
+    for sts in (o for o in everything() if o["kind"] == "StatefulSet"):
+        for container in sts["spec"]["template"]["spec"]["containers"]:
+            readiness = container.get("readinessProbe")
+            if not readiness:
+                continue
+            startup = container["startupProbe"]
+            check = {k: v for k, v in readiness.items() if k in ("exec", "tcpSocket", "httpGet")}
+            assert {k: startup[k] for k in check} == check, (sts["metadata"]["name"], container["name"])
+            assert startup["periodSeconds"] == 1 and readiness["periodSeconds"] >= 10
+            window = startup["periodSeconds"] * startup["failureThreshold"]
+            assert window == (300 if container["name"] == "slurmdbd" else 3600), (container["name"], window)
+            checked += 1
+    assert checked >= 5  # MariaDB, slurmdbd, slurmctld, slurmd (two NodeSets), login's sackd

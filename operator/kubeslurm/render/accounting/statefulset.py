@@ -44,8 +44,8 @@ def wait_for_database_lines() -> list[str]:
     return [
         "tries=0",
         f'until timeout 3 bash -c \'< "/dev/tcp/$1/$2"\' wait-for-database "${DATABASE_HOST_ENV}" "${DATABASE_PORT_ENV}" 2>/dev/null; do',
-        f'  [ $((tries % 15)) -eq 0 ] && echo "waiting for the accounting database ${DATABASE_HOST_ENV}:${DATABASE_PORT_ENV} to accept connections"',
-        "  tries=$((tries + 1)); sleep 2",
+        f'  [ $((tries % 30)) -eq 0 ] && echo "waiting for the accounting database ${DATABASE_HOST_ENV}:${DATABASE_PORT_ENV} to accept connections"',
+        "  tries=$((tries + 1)); sleep 1",
         "done",
     ]
 

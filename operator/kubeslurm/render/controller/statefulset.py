@@ -69,6 +69,7 @@ def controller_stateful_set(
         # The port opens once the state is loaded and RPCs are served. No liveness
         # probe: a busy slurmctld still accepts connections, a dead one exits.
         "readinessProbe": pods.tcp_readiness(naming.SLURMCTLD_PORT),
+        "startupProbe": pods.tcp_startup(naming.SLURMCTLD_PORT),
         "securityContext": {"runAsUser": 0},
         "volumeMounts": [slurm_pod.slurm_etc_mount(), state_mount, *slurm_pod.user_mounts(cluster)],
     }

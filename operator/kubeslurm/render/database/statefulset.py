@@ -26,7 +26,7 @@ from kubeslurm.api import SlurmCluster
 from kubeslurm.render.config.slurmdbd_conf import database_connection
 from kubeslurm.render.k8s import labels, naming
 from kubeslurm.render.k8s.metadata import object_meta
-from kubeslurm.render.k8s.pods import pod_spec, pod_template
+from kubeslurm.render.k8s.pods import pod_spec, pod_template, startup_probe
 from kubeslurm.render.k8s.secrets import DATABASE_PASSWORD_KEY
 from kubeslurm.render.k8s.statefulset import persistent_volume_claim_spec, stateful_set
 
@@ -38,6 +38,11 @@ PASSWORD_DIR = "/run/secrets/kubeslurm-database"
 TERMINATION_GRACE_SECONDS = 120
 # Slurm's accounting guide: slurmdbd's purges and upgrades hold locks for minutes.
 MARIADB_ARGS = ["--innodb-lock-wait-timeout=900"]
+
+
+def ping_check() -> dict:
+    """A new dict each time: rendered objects share nothing mutable (test_render_cost)."""
+    return {"exec": {"command": ["mariadb-admin", "--protocol=tcp", "--host=127.0.0.1", f"--port={naming.MARIADB_PORT}", "ping"]}}
 
 
 def database_stateful_set(cluster: SlurmCluster) -> dict:
@@ -70,12 +75,8 @@ def database_stateful_set(cluster: SlurmCluster) -> dict:
         "ports": [{"name": "mariadb", "containerPort": naming.MARIADB_PORT, "protocol": "TCP"}],
         # `ping` succeeds when the server answers the MySQL protocol, even with access
         # denied, so it needs no password; TCP is up only after initialisation.
-        "readinessProbe": {
-            "exec": {"command": ["mariadb-admin", "--protocol=tcp", "--host=127.0.0.1", f"--port={naming.MARIADB_PORT}", "ping"]},
-            "periodSeconds": 10,
-            "timeoutSeconds": 5,
-            "failureThreshold": 3,
-        },
+        "readinessProbe": {**ping_check(), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
+        "startupProbe": startup_probe(ping_check()),
         "volumeMounts": [
             {"name": DATA_VOLUME, "mountPath": DATA_DIR},
             {"name": PASSWORD_VOLUME, "mountPath": PASSWORD_DIR, "readOnly": True},

@@ -40,8 +40,22 @@ def tcp_readiness(port: int) -> dict:
     return {"tcpSocket": {"port": port}, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3}
 
 
-def tcp_startup(port: int, within_seconds: int) -> dict:
-    """The kubelet restarts the container when nothing listens on port within_seconds after it started."""
-    period = 10
-    return {"tcpSocket": {"port": port}, "periodSeconds": period, "timeoutSeconds": 5,
-            "failureThreshold": max(1, within_seconds // period)}
+# A startup probe that makes a slow start restart the container only after an hour: the
+# daemon may wait that long for another (slurmd for slurmctld, slurmctld loading a large state).
+PATIENT_START_SECONDS = 3600
+
+
+def startup_probe(check: dict, within_seconds: int = PATIENT_START_SECONDS) -> dict:
+    """The readiness check, every second, until it first passes. Why: the kubelet runs the
+    readiness probe at once when the startup probe passes (prober_manager.UpdatePodStatus
+    triggers it), so the pod turns Ready within about a second of its daemon answering instead
+    of up to a readiness period (10-15 s) later; at start that wait adds up along the chain
+    MariaDB -> slurmdbd -> slurmctld -> slurmd. After it passes it stops: the steady cost is the
+    readiness probe's. The kubelet restarts the container when the check has not passed within
+    within_seconds."""
+    return {**check, "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": within_seconds}
+
+
+def tcp_startup(port: int, within_seconds: int = PATIENT_START_SECONDS) -> dict:
+    """startup_probe of a TCP check on port."""
+    return startup_probe({"tcpSocket": {"port": port}}, within_seconds)

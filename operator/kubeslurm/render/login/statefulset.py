@@ -128,6 +128,7 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers, sss
     if ssh:
         sessions["ports"] = [{"name": "ssh", "containerPort": naming.SSH_PORT, "protocol": "TCP"}]
         sessions["readinessProbe"] = pods.tcp_readiness(naming.SSH_PORT)
+        sessions["startupProbe"] = pods.tcp_startup(naming.SSH_PORT)
         sessions["volumeMounts"] += [
             {"name": SSH_HOST_KEY_VOLUME, "mountPath": SSH_HOST_KEY_DIR, "readOnly": True},
             {"name": AUTHORIZED_KEYS_VOLUME, "mountPath": AUTHORIZED_KEYS_DIR, "readOnly": True},
@@ -140,6 +141,7 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers, sss
         # sackd opens its reconfigure port (SlurmdPort) only after it fetched the
         # configs and loaded the key, i.e. once sbatch and squeue work here.
         "readinessProbe": pods.tcp_readiness(naming.SLURMD_PORT),
+        "startupProbe": pods.tcp_startup(naming.SLURMD_PORT),
         # as SlurmUser it needs no capability at all
         "securityContext": {
             "runAsUser": SLURM_UID, "runAsGroup": SLURM_UID, "allowPrivilegeEscalation": False,

@@ -123,6 +123,7 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
         "ports": [{"name": "slurmd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(quantities), "limits": dict(quantities)},
         "readinessProbe": readiness_probe(),
+        "startupProbe": pods.startup_probe({"exec": readiness_probe()["exec"]}),
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", PRE_STOP]}}},
         "securityContext": security,
         "volumeMounts": [
