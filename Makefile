@@ -48,11 +48,10 @@ test-k8s: venv
 test-cluster: venv cluster-deps
 	$(PYTEST) -m cluster tests/cluster
 
-## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement).
-## The fault tier (tier 7, make test-faults) is not part of make test until it passes whole: in its
-## first whole run a node (cpu-1) did not come back usable after a fault and four tests could not start.
+## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement),
+## then, in the same session (one cluster, one operator install), the fault tier (tier 7)
 test-e2e: venv cluster-deps
-	$(PYTEST) -m e2e tests/e2e
+	$(PYTEST) -m "e2e or faults" tests/e2e tests/faults
 
 ## tier 7 alone: the fault matrix (tests/faults): one fault per test under a stream of jobs, none lost
 test-faults: venv cluster-deps

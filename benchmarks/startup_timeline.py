@@ -31,7 +31,9 @@ class ComponentTimes:
 def _seconds_after(stamp: str | None, applied_at: datetime) -> float | None:
     if not stamp:
         return None
-    return (datetime.fromisoformat(stamp.replace("Z", "+00:00")) - applied_at).total_seconds()
+    # The API server truncates to the second: an object made within the apply's own second
+    # reads a fraction before it; that is 0.
+    return max(0.0, (datetime.fromisoformat(stamp.replace("Z", "+00:00")) - applied_at).total_seconds())
 
 
 def _condition_time(pod: dict, kind: str) -> str | None:
