@@ -51,11 +51,11 @@ test-cluster: venv cluster-deps
 ## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement),
 ## then, in the same session (one cluster, one operator install), the fault tier (tier 7)
 test-e2e: venv cluster-deps
-	$(PYTEST) -m "e2e or faults" tests/e2e tests/faults
+	$(PYTEST) -rP -m "e2e or faults" tests/e2e tests/faults
 
 ## tier 7 alone: the fault matrix (tests/faults): one fault per test under a stream of jobs, none lost
 test-faults: venv cluster-deps
-	$(PYTEST) -m faults tests/faults
+	$(PYTEST) -rP -m faults tests/faults
 
 ## item 9 of the fault matrix: mixed jobs under a random fault every few minutes; prints the ledger
 ## summary. SOAK_MINUTES=120 make soak for longer; SOAK_FAULT_EVERY (s), SOAK_SEED repeat a run.
