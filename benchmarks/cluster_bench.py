@@ -216,14 +216,14 @@ def figures(report: dict) -> list[Figure]:
         Figure("`kubectl apply` examples/demo.yaml -> every node idle", f"<= {APPLY_TO_IDLE_TARGET}x",
                f"{k8s['apply_to_idle_s']:.1f} s", f"native daemons start -> idle {native['start_to_idle_s']:.1f} s",
                f"{idle_ratio:.2f}x", idle_ratio <= APPLY_TO_IDLE_TARGET),
-        *(Figure(f"  of which: {t['component']} ({t['pods']} pods) Ready", kubeslurm=_stages(t),
+        *(Figure(f"  of which: {t['component']} ({t['pods']} pod{'s' if t['pods'] != 1 else ''}) Ready", kubeslurm=_stages(t),
                  reference=native_reference.get(t["component"], "-"))
           for t in k8s["apply_timeline"]),
         Figure("`kubectl scale nodeset cpu` 1 -> 3, new nodes idle",
                f"<= pods' own start + {SCALE_UP_MARGIN_S} s", f"{k8s['scale_up_1_to_3_s']:.1f} s",
                f"the new pods' own start (created -> Ready) {k8s['scale_up_pods_start_s']:.0f} s; "
                f"created +{k8s['scale_up_pods_created_s']:.0f} s",
-               f"+{k8s['scale_up_1_to_3_s'] - k8s['scale_up_pods_start_s']:.0f} s",
+               f"{k8s['scale_up_1_to_3_s'] - k8s['scale_up_pods_start_s']:+.0f} s",
                k8s["scale_up_1_to_3_s"] <= k8s["scale_up_pods_start_s"] + SCALE_UP_MARGIN_S),
         Figure(f"{k8s['jobs']} trivial jobs through the login pod", f">= {THROUGHPUT_TARGET}x",
                f"{k8s['throughput_jobs_per_s']:.2f} jobs/s ({k8s['jobs_completed']} COMPLETED)",
