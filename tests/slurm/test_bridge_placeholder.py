@@ -1,0 +1,117 @@
+"""The placeholder job of a Slurm-scheduled pod (spec.bridge), on real Slurm 24.11.
+
+A cluster rendered from a spec with the bridge on: namespace `inference` mapped to account
+`serving`, user `svc-serving`, partition `gpu`; one 4-GPU node. The placeholder is submitted,
+cancelled, held and released with the very commands the operator runs
+(render/bridge/placeholder_job.py through SlurmControl), and shows what the bridge relies on:
+
+- the job holds the pod's CPUs and GPUs, charged to the namespace's account, and
+  `scontrol --details show job` names the GPU indices it holds;
+- once cancelled, the job stays COMPLETING while its hold file exists: a job of alice's that
+  needs those GPUs keeps waiting; when the hold is released, it starts on them;
+- an ordinary job is not held by the bridge's Epilog, and no user can write a hold file.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from kubeslurm.render.bridge.placeholder_job import PlaceholderRequest, hold_argv, release_argv
+from kubeslurm.render.config.accounting_commands import accounting_commands
+from testbed.native_slurm.rendered import load, native_cluster, slurm_control
+from testbed.waiting import wait_for
+from tests.slurm.conftest import stopped_after
+
+from .test_scheduling_policies import Policies
+
+pytestmark = pytest.mark.slurm
+
+CLUSTER = {
+    "apiVersion": "kubeslurm.io/v1alpha1", "kind": "SlurmCluster",
+    "metadata": {"name": "bridge", "namespace": "hpc"},
+    "spec": {
+        "accounting": {"enabled": True},
+        "accounts": [
+            {"name": "serving", "users": ["svc-serving"]},
+            {"name": "vision", "users": ["alice"]},
+        ],
+        "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
+        "bridge": {"enabled": True, "namespaces": [
+            {"namespace": "inference", "account": "serving", "user": "svc-serving", "partition": "gpu"},
+        ]},
+    },
+}
+NODE_SETS = [{"apiVersion": "kubeslurm.io/v1alpha1", "kind": "NodeSet", "metadata": {"name": "gpu", "namespace": "hpc"},
+              "spec": {"clusterName": "bridge", "replicas": 1, "resources": {"cpu": "4", "memory": "4Gi"},
+                       "gpus": {"count": 4, "type": "a100"}}}]
+NODE = "gpu-0"
+
+
+@pytest.fixture(scope="module")
+def bridge(slurm_rootfs, request):
+    model, node_sets = load([CLUSTER, *NODE_SETS])
+    cluster = native_cluster(slurm_rootfs, model, node_sets, name="bridge")
+    with stopped_after(cluster, request):
+        cluster.start()
+        control = slurm_control(cluster)
+        control.sacctmgr(accounting_commands(model))
+        yield model, cluster, control
+
+
+def placeholder_for(model, gpus: int) -> PlaceholderRequest:
+    (mapping,) = model.spec.bridge.namespaces
+    return PlaceholderRequest(
+        namespace=mapping.namespace, pod_name="server-0", pod_uid=str(uuid.uuid4()),
+        account=mapping.account, user=mapping.user, partition=mapping.partition,
+        cpus=2, memory_mib=512, gpus=gpus)
+
+
+def on_node(cluster, argv: list[str]) -> None:
+    """What the operator runs in the slurmd container (as root, through the exec API)."""
+    cluster.run(NODE, argv)
+
+
+def test_the_placeholder_holds_its_gpus_until_the_pod_is_gone_even_after_scancel(bridge):
+    model, cluster, control = bridge
+    p = Policies(cluster)
+    job = control.submit_placeholder(placeholder_for(model, gpus=2))
+    wait_for(lambda: control.job_allocation(job).state == "RUNNING", 60, f"placeholder {job} running")
+    allocation = control.job_allocation(job)
+    assert list(allocation.nodes) == [NODE], allocation
+    held = allocation.nodes[NODE]
+    assert len(held.gpu_indices) == 2 and set(held.gpu_indices) <= {0, 1, 2, 3}, allocation
+    assert (p.field(job, "Account"), p.field(job, "UserId").split("(")[0], p.field(job, "Partition")) == \
+        ("serving", "svc-serving", "gpu")
+    assert p.field(job, "NumCPUs") == "2", p.field(job, "NumCPUs")
+    on_node(cluster, hold_argv(job))  # the operator, before it binds the pod
+
+    # alice needs every GPU of the node: she waits while the placeholder holds two.
+    wanted = p.sbatch("--gres=gpu:4 --wrap 'sleep 1'")
+    p.wait_reason(wanted, "Resources")
+
+    control.cancel_placeholder(job)  # the pod was deleted, or Slurm preempted the job
+    wait_for(lambda: control.job_allocation(job).state == "COMPLETING", 30, f"placeholder {job} completing")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:  # the pod is still terminating: nothing of its node is handed out
+        assert control.job_allocation(job).state == "COMPLETING"
+        assert p.field(wanted, "JobState") == "PENDING", p.field(wanted, "Reason")
+        time.sleep(1)
+
+    on_node(cluster, release_argv(job))  # the pod is gone
+    wait_for(lambda: control.job_allocation(wanted).state in ("RUNNING", "COMPLETING", "COMPLETED"), 90,
+             f"alice's job {wanted} started once the pod's GPUs were released")
+    p.wait_sacct(wanted, "COMPLETED", timeout=60)
+    assert p.sacct(job, "State")[0].split()[0] == "CANCELLED"
+
+
+def test_an_ordinary_job_is_not_held_and_no_user_can_write_a_hold(bridge):
+    model, cluster, control = bridge
+    p = Policies(cluster)
+    job = p.sbatch("--gres=gpu:1 --wrap true")
+    p.wait_sacct(job, "COMPLETED", timeout=60)
+    wait_for(lambda: cluster.node_states().get(NODE) == "idle", 30, f"{NODE} idle after an ordinary job")
+    forged = cluster.run(NODE, hold_argv("4242"), user="alice", check=False)
+    assert forged.returncode != 0, forged
