@@ -10,6 +10,10 @@ cancelled, held and released with the very commands the operator runs
 - once cancelled, the job stays COMPLETING while its hold file exists: a job of alice's that
   needs those GPUs keeps waiting; when the hold is released, it starts on them;
 - an ordinary job is not held by the bridge's Epilog, and no user can write a hold file.
+
+The bridge's decision (reconcile/bridge_plan.py) reads the real squeue listing: it binds the
+running job's pod, keeps the cancelled job held while its pod terminates, and releases it once
+the pod is gone.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import uuid
 
 import pytest
 
+from kubeslurm.reconcile.bridge_plan import BridgedPod, BridgePlan, PlaceholderState, plan_bridge
 from kubeslurm.render.bridge.placeholder_job import PlaceholderRequest, hold_argv, release_argv
 from kubeslurm.render.config.accounting_commands import accounting_commands
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
@@ -48,6 +53,7 @@ NODE_SETS = [{"apiVersion": "kubeslurm.io/v1alpha1", "kind": "NodeSet", "metadat
               "spec": {"clusterName": "bridge", "replicas": 1, "resources": {"cpu": "4", "memory": "4Gi"},
                        "gpus": {"count": 4, "type": "a100"}}}]
 NODE = "gpu-0"
+KUBERNETES_NODES = {NODE: "node-a"}  # where the slurmd pod gpu-0 would run
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +83,14 @@ def on_node(cluster, argv: list[str]) -> None:
 def test_the_placeholder_holds_its_gpus_until_the_pod_is_gone_even_after_scancel(bridge):
     model, cluster, control = bridge
     p = Policies(cluster)
-    job = control.submit_placeholder(placeholder_for(model, gpus=2))
+    request = placeholder_for(model, gpus=2)
+    pod = BridgedPod(request.namespace, request.pod_name, request.pod_uid)
+    users = [request.user]
+    job = control.submit_placeholder(request)
     wait_for(lambda: control.job_allocation(job).state == "RUNNING", 60, f"placeholder {job} running")
+    assert control.placeholder_jobs(users) == [PlaceholderState(job, "RUNNING", request.pod_uid, (NODE,), "None")]
+    plan = plan_bridge([pod], control.placeholder_jobs(users), KUBERNETES_NODES)
+    assert [(b.job_id, b.slurm_nodes, b.kubernetes_node) for b in plan.bind] == [(job, (NODE,), "node-a")], plan
     allocation = control.job_allocation(job)
     assert list(allocation.nodes) == [NODE], allocation
     held = allocation.nodes[NODE]
@@ -94,13 +106,18 @@ def test_the_placeholder_holds_its_gpus_until_the_pod_is_gone_even_after_scancel
 
     control.cancel_placeholder(job)  # the pod was deleted, or Slurm preempted the job
     wait_for(lambda: control.job_allocation(job).state == "COMPLETING", 30, f"placeholder {job} completing")
+    terminating = BridgedPod(pod.namespace, pod.name, pod.uid, node_name="node-a", deleting=True)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:  # the pod is still terminating: nothing of its node is handed out
         assert control.job_allocation(job).state == "COMPLETING"
         assert p.field(wanted, "JobState") == "PENDING", p.field(wanted, "Reason")
+        assert plan_bridge([terminating], control.placeholder_jobs(users), KUBERNETES_NODES) == BridgePlan()
         time.sleep(1)
 
-    on_node(cluster, release_argv(job))  # the pod is gone
+    plan = plan_bridge([], control.placeholder_jobs(users), KUBERNETES_NODES)  # the pod is gone
+    assert plan == BridgePlan(release=[(job, (NODE,))]), plan
+    for node in plan.release[0][1]:
+        cluster.run(node, release_argv(job))
     wait_for(lambda: control.job_allocation(wanted).state in ("RUNNING", "COMPLETING", "COMPLETED"), 90,
              f"alice's job {wanted} started once the pod's GPUs were released")
     p.wait_sacct(wanted, "COMPLETED", timeout=60)

@@ -5,7 +5,8 @@ import pytest
 
 from kubeslurm.api import ManifestError, parse_object
 from kubeslurm.api.bridge import BRIDGE_EPILOG, scheduler_name
-from kubeslurm.reconcile.job_allocation import NodeAllocation, parse_job_allocation
+from kubeslurm.reconcile.bridge_plan import PlaceholderState
+from kubeslurm.reconcile.job_allocation import NodeAllocation, parse_job_allocation, parse_placeholder_lines
 from kubeslurm.render.bridge.placeholder_job import (
     HOLD_DIR,
     PlaceholderRequest,
@@ -13,6 +14,7 @@ from kubeslurm.render.bridge.placeholder_job import (
     release_argv,
     sbatch_argv,
     scancel_argv,
+    squeue_placeholders_argv,
 )
 from kubeslurm.render.config.files import render_config_files
 from kubeslurm.render.errors import RenderError
@@ -156,3 +158,27 @@ def test_the_allocation_names_each_nodes_gpu_indices(text, state, reason, nodes)
 def test_output_that_is_not_a_job_is_refused():
     with pytest.raises(ValueError, match="not the output of `scontrol show job`"):
         parse_job_allocation("slurm_load_jobs error: Invalid job id specified")
+
+
+def test_squeue_lists_the_bridge_users_jobs_once():
+    assert squeue_placeholders_argv(["svc-b", "svc-a", "svc-b"]) == [
+        "squeue", "--noheader", "--all", "--user=svc-a,svc-b", "--format=%i|%T|%N|%r|%j|%k"]
+    for bad in ([], ["a,b"], ["--all"]):
+        with pytest.raises(ValueError):
+            squeue_placeholders_argv(bad)
+
+
+def test_only_placeholder_lines_are_read_as_placeholders():
+    text = "\n".join([
+        f"7|RUNNING|gpu-0|None|kubeslurm-pod:inference/server-0|kubeslurm.io/pod-uid={UID}",
+        f"8|PENDING||Resources|kubeslurm-pod:inference/server-1|kubeslurm.io/pod-uid={UID.replace('0f', '1f')}",
+        f"9|COMPLETING|gpu-[0-1]|None|kubeslurm-pod:inference/gang|kubeslurm.io/pod-uid={UID}",
+        "10|RUNNING|gpu-0|None|train|(null)",  # the bridge user's own job: not a placeholder
+        f"11|RUNNING|gpu-0|None|kubeslurm-pod:inference/x|kubeslurm.io/pod-uid={UID}|forged",
+        f"12|RUNNING|gpu-0|None|kubeslurm-pod:x|y|kubeslurm.io/pod-uid={UID}",
+    ])
+    assert parse_placeholder_lines(text) == [
+        PlaceholderState("7", "RUNNING", UID, ("gpu-0",), "None"),
+        PlaceholderState("8", "PENDING", UID.replace("0f", "1f"), (), "Resources"),
+        PlaceholderState("9", "COMPLETING", UID, ("gpu-0", "gpu-1"), "None"),
+    ]

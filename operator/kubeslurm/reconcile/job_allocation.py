@@ -1,4 +1,4 @@
-"""What Slurm allocated to one job, read from `scontrol --details show job <id>`.
+"""What Slurm allocated to a job: `scontrol --details show job <id>` for one, squeue for the placeholders.
 
 The bridge needs more than squeue prints: which GPUs of each node the job holds (GRES
 indices), so that the pod gets exactly those device files and no others. Slurm 24.11 prints
@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..render.bridge.placeholder_job import COMMENT_PREFIX, JOB_NAME_PREFIX
+from .bridge_plan import PlaceholderState
 from .slurm_hostlist import expand
 
 _NODE_LINE = re.compile(r"\bNodes=(\S+) CPU_IDs=(\S*) Mem=(\d+) GRES=(\S*)")
@@ -58,3 +60,23 @@ def parse_job_allocation(text: str) -> JobAllocation:
         for node in expand(hostlist):
             nodes[node] = NodeAllocation(cpu_ids, int(memory), gpus)
     return JobAllocation(fields["JobId"], fields["JobState"], fields.get("Reason", ""), nodes)
+
+
+_PLACEHOLDER_LINE = re.compile(
+    r"^(?P<id>[0-9]+)\|(?P<state>[A-Z_]+)\|(?P<nodes>[^|]*)\|(?P<reason>[^|]*)\|"
+    + re.escape(JOB_NAME_PREFIX) + r"[a-z0-9-]+/[a-z0-9.-]+\|"
+    + re.escape(COMMENT_PREFIX) + r"(?P<uid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+)
+
+
+def parse_placeholder_lines(text: str) -> list[PlaceholderState]:
+    """The placeholder jobs among squeue's lines (SQUEUE_PLACEHOLDER_FORMAT); other jobs of the
+    bridge's users are skipped."""
+    jobs = []
+    for line in text.splitlines():
+        match = _PLACEHOLDER_LINE.match(line.strip())
+        if match:
+            nodes = match["nodes"]
+            jobs.append(PlaceholderState(match["id"], match["state"], match["uid"],
+                                         tuple(expand(nodes)) if nodes else (), match["reason"]))
+    return jobs

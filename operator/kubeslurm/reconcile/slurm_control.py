@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..metrics.sdiag import SchedulerStatistics, parse_sdiag
-from ..render.bridge.placeholder_job import PlaceholderRequest, sbatch_argv, scancel_argv
+from ..render.bridge.placeholder_job import PlaceholderRequest, sbatch_argv, scancel_argv, squeue_placeholders_argv
 from ..render.config.accounting_commands import AssociationRemoval, SlurmAssociations
-from .job_allocation import JobAllocation, parse_job_allocation
+from .bridge_plan import PlaceholderState
+from .job_allocation import JobAllocation, parse_job_allocation, parse_placeholder_lines
 from .slurm_hostlist import compress, expand
 
 OPERATOR_REASON_PREFIX = "kubeslurm:"
@@ -194,6 +195,10 @@ class SlurmControl:
     def cancel_placeholder(self, job_id: str) -> None:
         """Ends the job; with a hold file its resources stay held until the pod is gone."""
         self._ok(scancel_argv(job_id))
+
+    def placeholder_jobs(self, users: list[str]) -> list[PlaceholderState]:
+        """Every placeholder job of the bridge's users, with its state, pod UID and nodes: one squeue."""
+        return parse_placeholder_lines(self._ok(squeue_placeholders_argv(users)))
 
     def job_allocation(self, job_id: str) -> JobAllocation:
         """The job's state and, once it runs, each node's CPUs, memory and GPU indices."""

@@ -90,6 +90,19 @@ def sbatch_argv(request: PlaceholderRequest) -> list[str]:
     return [*argv, "--no-requeue", "--chdir=/", "--output=/dev/null", f"--wrap={PLACEHOLDER_SCRIPT}"]
 
 
+# One line per job: id|state|nodes|reason|name|comment; the two free-text fields last and
+# matched in full by PLACEHOLDER_LINE, so a job that is not a placeholder never reads as one.
+SQUEUE_PLACEHOLDER_FORMAT = "%i|%T|%N|%r|%j|%k"
+
+
+def squeue_placeholders_argv(users: list[str]) -> list[str]:
+    """The jobs of the bridge's users (spec.bridge.namespaces[].user), every partition."""
+    names = sorted({_checked(u, UNIX_USER_PATTERN, "user") for u in users})
+    if not names:
+        raise ValueError("no bridge user to list jobs of")
+    return ["squeue", "--noheader", "--all", f"--user={','.join(names)}", f"--format={SQUEUE_PLACEHOLDER_FORMAT}"]
+
+
 def scancel_argv(job_id: str) -> list[str]:
     """Cancel the placeholder (pod deleted): its resources stay held until release_argv runs."""
     return ["scancel", _job_id(job_id)]
