@@ -14,6 +14,12 @@ cancelled, held and released with the very commands the operator runs
 The bridge's decision (reconcile/bridge_plan.py) reads the real squeue listing: it binds the
 running job's pod, keeps the cancelled job held while its pod terminates, and releases it once
 the pod is gone.
+
+The last test needs a real API server too (the control plane of the k8s tier, started for
+this session): pods with the bridge's schedulerName go through bridge_sync end to end, with
+Slurm's commands run on the native hosts where the operator would exec into slurmd pods.
+No kubelet runs there, so the slurmd pods' placement is given, and "the pod is gone" is a
+forced deletion.
 """
 
 from __future__ import annotations
@@ -23,8 +29,11 @@ import uuid
 
 import pytest
 
+from kubeslurm.ownership import POD
 from kubeslurm.reconcile.bridge_plan import BridgedPod, BridgePlan, PlaceholderState, plan_bridge
-from kubeslurm.render.bridge.placeholder_job import PlaceholderRequest, hold_argv, release_argv
+from kubeslurm.reconcile.bridge_sync import BridgeAccess, sync_bridge
+from kubeslurm.reconcile.kube_api import KubeApi, load_api_client
+from kubeslurm.render.bridge.placeholder_job import HOLD_DIR, PlaceholderRequest, hold_argv, release_argv
 from kubeslurm.render.config.accounting_commands import accounting_commands
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
@@ -132,3 +141,60 @@ def test_an_ordinary_job_is_not_held_and_no_user_can_write_a_hold(bridge):
     wait_for(lambda: cluster.node_states().get(NODE) == "idle", 30, f"{NODE} idle after an ordinary job")
     forged = cluster.run(NODE, hold_argv("4242"), user="alice", check=False)
     assert forged.returncode != 0, forged
+
+
+def bridged_pod_manifest(name: str, gpus: int) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "inference"},
+        "spec": {"schedulerName": "kubeslurm-bridge", "containers": [{
+            "name": "server", "image": "registry.example/server:1",
+            "resources": {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"kubeslurm.io/gpu": str(gpus)}}}]},
+    }
+
+
+def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_gone(bridge, control_plane):
+    model, cluster, control = bridge
+    control_plane.kubectl("create", "namespace", "inference", check=False)
+    kube = KubeApi(load_api_client(str(control_plane.kubeconfig_path)))
+    access = BridgeAccess(kube, control, lambda node, argv: cluster.run(node, argv, check=False))
+    slurmd_pods = [{"metadata": {"name": NODE}, "spec": {"nodeName": "node-a"}}]
+
+    def sync():
+        return sync_bridge(model, slurmd_pods, access)
+
+    def pod(name):
+        return kube.get(POD, "inference", name)
+
+    first = kube.create(bridged_pod_manifest("server-0", gpus=2))
+    assert [p.name for p in sync().submit] == ["server-0"]
+    wait_for(lambda: sync() and (pod("server-0")["spec"].get("nodeName") == "node-a"), 60, "server-0 bound to node-a")
+    (job,) = [j for j in control.placeholder_jobs(["svc-serving"]) if j.pod_uid == first["metadata"]["uid"]]
+    assert cluster.run(NODE, ["test", "-e", f"{HOLD_DIR}/{job.job_id}"], check=False).returncode == 0
+    assert len(control.job_allocation(job.job_id).nodes[NODE].gpu_indices) == 2
+
+    # server-1 needs all 4 GPUs: it waits, and says why
+    second = kube.create(bridged_pod_manifest("server-1", gpus=4))
+    wait_for(lambda: sync() and "pending: Resources" in _scheduled_message(pod("server-1")), 60, "server-1 shows Slurm's reason")
+    writes = kube.writes
+    assert sync().empty and kube.writes == writes  # settled: the next pass writes nothing
+
+    # server-0 is deleted; without a kubelet it stays Terminating: its job ends, its GPUs stay held
+    control_plane.kubectl("delete", "pod", "server-0", "-n", "inference", "--wait=false")
+    assert sync().cancel == [job.job_id]
+    wait_for(lambda: control.job_allocation(job.job_id).state == "COMPLETING", 30, "server-0's job completing")
+    for _ in range(5):
+        assert sync().empty
+        assert not pod("server-1")["spec"].get("nodeName")
+    control_plane.kubectl("delete", "pod", "server-0", "-n", "inference", "--grace-period=0", "--force")  # gone
+    wait_for(lambda: sync() is not None and pod("server-1")["spec"].get("nodeName") == "node-a", 90,
+             "server-1 bound once server-0 was gone")
+    (later,) = [j for j in control.placeholder_jobs(["svc-serving"]) if j.pod_uid == second["metadata"]["uid"]]
+    assert control.job_allocation(later.job_id).nodes[NODE].gpu_indices == (0, 1, 2, 3)
+
+    control_plane.kubectl("delete", "pod", "server-1", "-n", "inference", "--grace-period=0", "--force")
+    wait_for(lambda: sync() is not None and not control.placeholder_jobs(["svc-serving"]), 60, "every placeholder gone")
+    assert cluster.run(NODE, ["ls", "-A", HOLD_DIR]).stdout.strip() == ""
+
+
+def _scheduled_message(pod: dict) -> str:
+    return next((c.get("message", "") for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), "")

@@ -1,0 +1,110 @@
+"""Slurm-scheduled pods brought into line with their placeholder jobs: one level-based pass.
+
+Observe (the bridged namespaces' pods with our schedulerName, one squeue of the bridge users'
+jobs), decide (bridge_plan.plan_bridge, pure), act. Acting is ordered so that GPUs are never
+double-booked: releases and cancels first; a pod is bound only after the hold file is on every
+node of its job and the job, read again, still runs (otherwise its epilog may have passed
+before the hold existed: the hold is removed and the pod waits for the next pass).
+
+Nothing is stored between passes; an action that fails is retried by the next pass, whose
+decision starts again from what Slurm and Kubernetes say. Not part of the operator's reconcile
+yet (docs/design/slurm-scheduled-pods.md, slice 2): the caller passes in its accesses.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+from kubernetes.client.rest import ApiException
+
+from ..api import SlurmCluster
+from ..api.bridge import scheduler_name
+from ..ownership import POD
+from ..render.bridge.placeholder_job import hold_argv, release_argv
+from ..render.bridge.pod_binding import binding, pending_condition_patch
+from .bridge_plan import BridgePlan, plan_bridge
+from .bridge_pods import bridged_pod, placeholder_request
+from .kube_api import KubeApi
+from .slurm_control import SlurmCommandError, SlurmControl
+
+log = logging.getLogger(__name__)
+
+# (Slurm node name = slurmd pod name, argv) -> the command's result, run as root in that
+# slurmd pod's container (pod_exec_runner in the operator).
+SlurmdRunner = Callable[[str, list[str]], subprocess.CompletedProcess]
+
+
+class BridgeSyncFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class BridgeAccess:
+    kube: KubeApi
+    slurm: SlurmControl
+    on_slurmd: SlurmdRunner
+
+
+def kubernetes_nodes_of(slurmd_pods: list[dict]) -> dict[str, str]:
+    """Slurm node name -> the Kubernetes node its slurmd pod runs on (scheduled pods only)."""
+    return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in slurmd_pods if (p.get("spec") or {}).get("nodeName")}
+
+
+def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAccess) -> BridgePlan:
+    """One pass; returns what it decided. Raises BridgeSyncFailed naming every action that failed."""
+    bridge = cluster.spec.bridge
+    if not bridge.enabled:
+        return BridgePlan()
+    mappings = {m.namespace: m for m in bridge.namespaces}
+    selector = f"spec.schedulerName={scheduler_name(cluster.metadata.name)}"
+    raw = {p["metadata"]["uid"]: p for ns in mappings for p in access.kube.list(POD, ns, field_selector=selector)}
+    pods = [bridged_pod(p, mappings[p["metadata"]["namespace"]]) for p in raw.values()]
+    jobs = access.slurm.placeholder_jobs(sorted({m.user for m in mappings.values()}))
+    plan = plan_bridge(pods, jobs, kubernetes_nodes_of(slurmd_pods))
+    failures: list[str] = []
+
+    def attempt(what: str, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except (ApiException, SlurmCommandError, BridgeSyncFailed, ValueError) as error:
+            failures.append(f"{what}: {str(error).strip()[:300]}")
+
+    for job_id, nodes in plan.release:
+        attempt(f"release job {job_id}", lambda: _on_each(access, nodes, release_argv(job_id)))
+    for job_id in plan.cancel:
+        attempt(f"cancel job {job_id}", lambda: access.slurm.cancel_placeholder(job_id))
+    for pod in plan.delete_pods:
+        attempt(f"delete pod {pod.namespace}/{pod.name}", lambda: access.kube.delete(POD, pod.namespace, pod.name, uid=pod.uid))
+    for pod in plan.submit:
+        request = placeholder_request(raw[pod.uid], mappings[pod.namespace])
+        attempt(f"submit for pod {pod.namespace}/{pod.name}", lambda: access.slurm.submit_placeholder(request))
+    for placement in plan.bind:
+        attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}", lambda: _hold_and_bind(access, placement))
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for pod, message in plan.pending:
+        attempt(f"show why pod {pod.namespace}/{pod.name} waits",
+                lambda: access.kube.patch_pod_status(pod.namespace, pod.name, pending_condition_patch(message, now)))
+    if failures:
+        raise BridgeSyncFailed("; ".join(failures))
+    return plan
+
+
+def _on_each(access: BridgeAccess, nodes: tuple[str, ...], argv: list[str]) -> None:
+    for node in nodes:
+        result = access.on_slurmd(node, argv)
+        if result.returncode != 0:
+            raise BridgeSyncFailed(f"{' '.join(argv)} on {node} exited {result.returncode}: {(result.stderr or '').strip()}")
+
+
+def _hold_and_bind(access: BridgeAccess, placement) -> None:
+    _on_each(access, placement.slurm_nodes, hold_argv(placement.job_id))
+    if access.slurm.job_allocation(placement.job_id).state != "RUNNING":
+        # ended meanwhile: its epilog may have run before the hold existed; never bind it
+        _on_each(access, placement.slurm_nodes, release_argv(placement.job_id))
+        return
+    pod = placement.pod
+    access.kube.bind(pod.namespace, binding(pod.name, pod.uid, placement.kubernetes_node))
