@@ -51,7 +51,9 @@ class BridgedNamespace(KubeModel):
 class BridgeSpec(KubeModel):
     enabled: bool = Field(
         default=False,
-        description="Let Slurm schedule pods with schedulerName kubeslurm-<cluster> in the namespaces below.",
+        description="Let Slurm schedule pods with schedulerName kubeslurm-<cluster> in the namespaces below. "
+                    "In development (docs/design/slurm-scheduled-pods.md): today it only installs the Epilog "
+                    "that holds a placeholder job's resources; the operator does not place pods yet.",
     )
     namespaces: list[BridgedNamespace] = Field(
         default_factory=list, max_length=MAX_BRIDGED_NAMESPACES,

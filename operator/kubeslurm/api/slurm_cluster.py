@@ -409,7 +409,7 @@ class SlurmClusterSpec(KubeModel):
     bridge: BridgeSpec = Field(
         default_factory=BridgeSpec,
         description="Kubernetes pods that Slurm schedules (schedulerName kubeslurm-<cluster>): which namespaces, "
-                    "charged to which account, user, QOS and partition. Off by default.",
+                    "charged to which account, user, QOS and partition. Off by default; in development.",
     )
     slurm_conf: dict[
         Annotated[str, Field(max_length=64), *matching(SLURM_CONF_KEY_PATTERN, SLURM_CONF_KEY_HELP)],
