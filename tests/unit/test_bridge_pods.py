@@ -48,13 +48,18 @@ def test_a_pod_without_memory_is_shown_why_and_not_submitted():
     "extra,expected",
     [
         ({}, BridgedPod("inference", "server-0", UID)),
-        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Running"}},
+        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Pending"}},
          BridgedPod("inference", "server-0", UID, node_name="node-a")),
+        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Pending", "containerStatuses": [
+            {"name": "server", "state": {"waiting": {"reason": "ContainerCreating"}}}]}},
+         BridgedPod("inference", "server-0", UID, node_name="node-a", admitted=True)),
+        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Running"}},
+         BridgedPod("inference", "server-0", UID, node_name="node-a", admitted=True)),
         ({"metadata": {"deletionTimestamp": "2026-12-03T17:00:00Z"}, "spec": {"nodeName": "node-a"},
           "status": {"phase": "Running"}},
-         BridgedPod("inference", "server-0", UID, node_name="node-a", deleting=True)),
+         BridgedPod("inference", "server-0", UID, node_name="node-a", deleting=True, admitted=True)),
         ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Failed"}},
-         BridgedPod("inference", "server-0", UID, node_name="node-a", finished=True)),
+         BridgedPod("inference", "server-0", UID, node_name="node-a", finished=True, admitted=True)),
         ({"status": {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "SlurmPending", "message": "Slurm job 7 pending: Resources"}]}},
          BridgedPod("inference", "server-0", UID, pending_message="Slurm job 7 pending: Resources")),
@@ -62,3 +67,7 @@ def test_a_pod_without_memory_is_shown_why_and_not_submitted():
 )
 def test_the_pods_state(extra, expected):
     assert bridged_pod(pod([container({"memory": "1Gi"})], **extra), MAPPING) == expected
+
+
+def test_a_gpu_pod_says_how_many_it_asks_for():
+    assert bridged_pod(pod([container({"memory": "1Gi"}, {"kubeslurm.io/gpu": "2"})]), MAPPING).gpus == 2

@@ -15,7 +15,10 @@ The rules, each for a reason:
 - a pod that is deleting or finished has its job cancelled; the job's resources are released
   (hold file removed) only once no container of the pod can run any more: the pod is gone
   from the API or its phase is Succeeded/Failed;
-- a job whose pod is gone is cancelled, and released once it completes (the orphan sweep).
+- a job whose pod is gone is cancelled, and released once it completes (the orphan sweep);
+- at most one GPU pod per Kubernetes node is bound and not yet admitted by the kubelet: the
+  device-plugin API does not say which pod the kubelet allocates devices for, so the kubeslurm
+  device plugin must have exactly one candidate to hand its recorded GPU indices to.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class BridgedPod:
     finished: bool = False  # phase Succeeded or Failed: none of its containers runs any more
     pending_message: str | None = None  # the PodScheduled=False message it shows now
     problem: str | None = None  # why no job can be asked for it (e.g. no memory request): shown, not submitted
+    gpus: int = 0  # kubeslurm.io/gpu it asks for
+    admitted: bool = False  # the kubelet has accepted it (container statuses, or a phase past Pending)
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ def plan_bridge(pods: list[BridgedPod], jobs: list[PlaceholderState], kubernetes
     for job in sorted(jobs, key=lambda j: int(j.job_id)):
         by_pod.setdefault(job.pod_uid, []).append(job)
     pod_uids = {pod.uid for pod in pods}
+    # Kubernetes nodes with a GPU pod bound but not admitted yet: nothing more is bound there.
+    admitting = {pod.node_name for pod in pods if pod.node_name and pod.gpus and not pod.admitted and not pod.deleting}
 
     for uid, pod_jobs in by_pod.items():
         if uid not in pod_uids:  # the pod is gone: nothing of it can run any more
@@ -114,7 +121,7 @@ def plan_bridge(pods: list[BridgedPod], jobs: list[PlaceholderState], kubernetes
                 plan.pending.append((pod, pending_message(job)))
             continue
         if job.state == RUNNING_STATE:
-            _bind_or_check(plan, pod, job, kubernetes_node_of)
+            _bind_or_check(plan, pod, job, kubernetes_node_of, admitting)
             continue
         # the job ended (scancel, preemption, time limit, node failure) while its pod lives
         if pod.node_name is not None:
@@ -124,14 +131,17 @@ def plan_bridge(pods: list[BridgedPod], jobs: list[PlaceholderState], kubernetes
     return plan
 
 
-def _bind_or_check(plan: BridgePlan, pod: BridgedPod, job: PlaceholderState, kubernetes_node_of: dict[str, str]) -> None:
+def _bind_or_check(plan: BridgePlan, pod: BridgedPod, job: PlaceholderState, kubernetes_node_of: dict[str, str],
+                   admitting: set[str]) -> None:
     if len(job.nodes) != 1:  # a pod is one node; pod groups (one job, N pods) come later
         plan.cancel.append(job.job_id)
         return
     target = kubernetes_node_of.get(job.nodes[0])
     if pod.node_name is None:
-        if target is not None:
+        if target is not None and not (pod.gpus and target in admitting):
             plan.bind.append(Binding(pod, job.job_id, job.nodes, target))
+            if pod.gpus:
+                admitting.add(target)
         # else: the slurmd pod is not scheduled (yet); it is a node of Slurm's only once it runs
     elif target is not None and pod.node_name != target:
         plan.delete_pods.append(pod)  # bound elsewhere than its allocation: never run it there

@@ -60,10 +60,10 @@ def bridged_pod(pod: dict, mapping: BridgedNamespace) -> BridgedPod:
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
     try:
-        placeholder_request(pod, mapping)
+        gpus = placeholder_request(pod, mapping).gpus
         problem = None
     except ValueError as error:
-        problem = f"not scheduled by Slurm: {error}"
+        gpus, problem = 0, f"not scheduled by Slurm: {error}"
     return BridgedPod(
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
         node_name=spec.get("nodeName") or None,
@@ -71,4 +71,7 @@ def bridged_pod(pod: dict, mapping: BridgedNamespace) -> BridgedPod:
         finished=status.get("phase") in ("Succeeded", "Failed"),
         pending_message=scheduled.get("message") if scheduled.get("status") == "False" else None,
         problem=problem,
+        gpus=gpus,
+        # The kubelet allocates devices when it admits a pod, and reports containers right after.
+        admitted=bool(status.get("containerStatuses")) or status.get("phase") in ("Running", "Succeeded", "Failed"),
     )
