@@ -18,12 +18,13 @@ the pod is gone.
 The last test needs a real API server too (the control plane of the k8s tier, started for
 this session): pods with the bridge's schedulerName go through bridge_sync end to end, with
 Slurm's commands run on the native hosts where the operator would exec into slurmd pods.
-No kubelet runs there, so the slurmd pods' placement is given, and "the pod is gone" is a
-forced deletion.
+No kubelet runs there, so the slurmd pods' placement is given, a deleted bound pod stays
+Terminating, and "the pod is gone" is a forced deletion.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -32,6 +33,7 @@ import pytest
 from kubeslurm.ownership import POD
 from kubeslurm.reconcile.bridge_plan import BridgedPod, BridgePlan, PlaceholderState, plan_bridge
 from kubeslurm.reconcile.bridge_sync import BridgeAccess, sync_bridge
+from kubeslurm.reconcile.events import EventRecorder
 from kubeslurm.reconcile.kube_api import KubeApi, load_api_client
 from kubeslurm.render.bridge.placeholder_job import HOLD_DIR, PlaceholderRequest, hold_argv, release_argv
 from kubeslurm.render.config.accounting_commands import accounting_commands
@@ -156,7 +158,7 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     model, cluster, control = bridge
     control_plane.kubectl("create", "namespace", "inference", check=False)
     kube = KubeApi(load_api_client(str(control_plane.kubeconfig_path)))
-    access = BridgeAccess(kube, control, lambda node, argv: cluster.run(node, argv, check=False))
+    access = BridgeAccess(kube, control, lambda node, argv: cluster.run(node, argv, check=False), EventRecorder(kube))
     slurmd_pods = [{"metadata": {"name": NODE}, "spec": {"nodeName": "node-a"}}]
 
     def sync():
@@ -170,7 +172,13 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     wait_for(lambda: sync() and (pod("server-0")["spec"].get("nodeName") == "node-a"), 60, "server-0 bound to node-a")
     (job,) = [j for j in control.placeholder_jobs(["svc-serving"]) if j.pod_uid == first["metadata"]["uid"]]
     assert cluster.run(NODE, ["test", "-e", f"{HOLD_DIR}/{job.job_id}"], check=False).returncode == 0
-    assert len(control.job_allocation(job.job_id).nodes[NODE].gpu_indices) == 2
+    indices = control.job_allocation(job.job_id).nodes[NODE].gpu_indices
+    assert len(indices) == 2
+    assert _events(control_plane, "server-0") == {
+        ("Normal", "SlurmJobSubmitted",
+         f"Slurm job {job.job_id} asks for 1 CPUs, 256 MiB and 2 GPUs as svc-serving, account serving"),
+        ("Normal", "BoundBySlurm", f"Slurm job {job.job_id} runs on {NODE}: bound to node node-a, GPUs {{'{NODE}': {list(indices)}}}"),
+    }
 
     # server-1 needs all 4 GPUs: it waits, and says why
     second = kube.create(bridged_pod_manifest("server-1", gpus=4))
@@ -191,9 +199,21 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     (later,) = [j for j in control.placeholder_jobs(["svc-serving"]) if j.pod_uid == second["metadata"]["uid"]]
     assert control.job_allocation(later.job_id).nodes[NODE].gpu_indices == (0, 1, 2, 3)
 
+    # server-1's job is ended on Slurm's side (an admin's scancel, or preemption): the bridge deletes the pod
+    control.cancel_placeholder(later.job_id)
+    wait_for(lambda: sync() is not None and pod("server-1")["metadata"].get("deletionTimestamp"), 30, "server-1 deleted")
+    assert ("Warning", "DeletedForSlurm", "its Slurm job no longer runs (ended, preempted or cancelled): "
+            "a pod Slurm placed runs only while its job does") in _events(control_plane, "server-1")
+    assert control.job_allocation(later.job_id).state == "COMPLETING"  # held while the pod terminates
     control_plane.kubectl("delete", "pod", "server-1", "-n", "inference", "--grace-period=0", "--force")
     wait_for(lambda: sync() is not None and not control.placeholder_jobs(["svc-serving"]), 60, "every placeholder gone")
     assert cluster.run(NODE, ["ls", "-A", HOLD_DIR]).stdout.strip() == ""
+
+
+def _events(control_plane, pod_name: str) -> set[tuple[str, str, str]]:
+    out = control_plane.kubectl("get", "events", "-n", "inference", "-o", "json",
+                                "--field-selector", f"involvedObject.name={pod_name}").stdout
+    return {(e["type"], e["reason"], e["message"]) for e in json.loads(out)["items"]}
 
 
 def _scheduled_message(pod: dict) -> str:

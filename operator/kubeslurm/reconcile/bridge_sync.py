@@ -28,6 +28,7 @@ from ..render.bridge.placeholder_job import hold_argv, release_argv
 from ..render.bridge.pod_binding import binding, pending_condition_patch
 from .bridge_plan import BridgePlan, plan_bridge
 from .bridge_pods import bridged_pod, placeholder_request
+from .events import EventRecorder
 from .kube_api import KubeApi
 from .slurm_control import SlurmCommandError, SlurmControl
 
@@ -47,6 +48,11 @@ class BridgeAccess:
     kube: KubeApi
     slurm: SlurmControl
     on_slurmd: SlurmdRunner
+    events: EventRecorder | None = None  # Events on the pods: what Slurm did with them
+
+    def tell(self, pod: dict, reason: str, message: str, warning: bool = False) -> None:
+        if self.events is not None:
+            (self.events.warning if warning else self.events.normal)(pod, reason, message)
 
 
 def kubernetes_nodes_of(slurmd_pods: list[dict]) -> dict[str, str]:
@@ -78,12 +84,12 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
     for job_id in plan.cancel:
         attempt(f"cancel job {job_id}", lambda: access.slurm.cancel_placeholder(job_id))
     for pod in plan.delete_pods:
-        attempt(f"delete pod {pod.namespace}/{pod.name}", lambda: access.kube.delete(POD, pod.namespace, pod.name, uid=pod.uid))
+        attempt(f"delete pod {pod.namespace}/{pod.name}", lambda: _delete(access, raw[pod.uid]))
     for pod in plan.submit:
-        request = placeholder_request(raw[pod.uid], mappings[pod.namespace])
-        attempt(f"submit for pod {pod.namespace}/{pod.name}", lambda: access.slurm.submit_placeholder(request))
+        attempt(f"submit for pod {pod.namespace}/{pod.name}", lambda: _submit(access, raw[pod.uid], mappings[pod.namespace]))
     for placement in plan.bind:
-        attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}", lambda: _hold_and_bind(access, placement))
+        attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}",
+                lambda: _hold_and_bind(access, placement, raw[placement.pod.uid]))
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pod, message in plan.pending:
         attempt(f"show why pod {pod.namespace}/{pod.name} waits",
@@ -100,11 +106,30 @@ def _on_each(access: BridgeAccess, nodes: tuple[str, ...], argv: list[str]) -> N
             raise BridgeSyncFailed(f"{' '.join(argv)} on {node} exited {result.returncode}: {(result.stderr or '').strip()}")
 
 
-def _hold_and_bind(access: BridgeAccess, placement) -> None:
+def _submit(access: BridgeAccess, raw_pod: dict, mapping) -> None:
+    request = placeholder_request(raw_pod, mapping)
+    job_id = access.slurm.submit_placeholder(request)
+    access.tell(raw_pod, "SlurmJobSubmitted",
+                f"Slurm job {job_id} asks for {request.cpus} CPUs, {request.memory_mib} MiB and {request.gpus} GPUs "
+                f"as {request.user}, account {request.account}")
+
+
+def _delete(access: BridgeAccess, raw_pod: dict) -> None:
+    access.tell(raw_pod, "DeletedForSlurm", "its Slurm job no longer runs (ended, preempted or cancelled): "
+                "a pod Slurm placed runs only while its job does", warning=True)
+    meta = raw_pod["metadata"]
+    access.kube.delete(POD, meta["namespace"], meta["name"], uid=meta["uid"])
+
+
+def _hold_and_bind(access: BridgeAccess, placement, raw_pod: dict) -> None:
     _on_each(access, placement.slurm_nodes, hold_argv(placement.job_id))
-    if access.slurm.job_allocation(placement.job_id).state != "RUNNING":
+    allocation = access.slurm.job_allocation(placement.job_id)
+    if allocation.state != "RUNNING":
         # ended meanwhile: its epilog may have run before the hold existed; never bind it
         _on_each(access, placement.slurm_nodes, release_argv(placement.job_id))
         return
     pod = placement.pod
     access.kube.bind(pod.namespace, binding(pod.name, pod.uid, placement.kubernetes_node))
+    gpus = {node: list(a.gpu_indices) for node, a in allocation.nodes.items() if a.gpu_indices}
+    access.tell(raw_pod, "BoundBySlurm", f"Slurm job {placement.job_id} runs on {', '.join(placement.slurm_nodes)}: "
+                f"bound to node {placement.kubernetes_node}" + (f", GPUs {gpus}" if gpus else ""))
