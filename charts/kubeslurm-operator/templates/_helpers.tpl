@@ -92,7 +92,16 @@ order, as deploy/rbac.yaml (a test compares them), which says which code needs e
 - apiGroups: [""]
   resources: [pods/exec]
   verbs: [create, get]
-# reconcile/events.py posts Events about our objects
+# Slurm-scheduled pods (spec.bridge; reconcile/bridge_sync.py): bound to the node of their
+# Slurm job (create pods/binding, as kube-scheduler does) and told why they wait (PodScheduled,
+# patch pods/status). Their namespaces must be watched too (watchNamespaces)
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+# reconcile/events.py posts Events about our objects and bridged pods
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

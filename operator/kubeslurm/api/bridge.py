@@ -52,8 +52,9 @@ class BridgeSpec(KubeModel):
     enabled: bool = Field(
         default=False,
         description="Let Slurm schedule pods with schedulerName kubeslurm-<cluster> in the namespaces below. "
-                    "In development (docs/design/slurm-scheduled-pods.md): today it only installs the Epilog "
-                    "that holds a placeholder job's resources; the operator does not place pods yet.",
+                    "Each such pod becomes a Slurm job (CPUs, memory) and is bound to the node of its allocation "
+                    "once the job runs. GPUs and pod groups are in development (docs/design/slurm-scheduled-pods.md). "
+                    "The Slurm image must carry the bridge's Epilog (kubeslurm's does).",
     )
     namespaces: list[BridgedNamespace] = Field(
         default_factory=list, max_length=MAX_BRIDGED_NAMESPACES,
