@@ -174,7 +174,7 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     assert cluster.run(NODE, ["test", "-e", f"{HOLD_DIR}/{job.job_id}"], check=False).returncode == 0
     indices = control.job_allocation(job.job_id).nodes[NODE].gpu_indices
     assert len(indices) == 2
-    assert _events(control_plane, "server-0") == {
+    assert {e for e in _events(control_plane, "server-0") if e[1] != "SlurmPending"} == {
         ("Normal", "SlurmJobSubmitted",
          f"Slurm job {job.job_id} asks for 1 CPUs, 256 MiB and 2 GPUs as svc-serving, account serving"),
         ("Normal", "BoundBySlurm", f"Slurm job {job.job_id} runs on {NODE}: bound to node node-a, GPUs {{'{NODE}': {list(indices)}}}"),
@@ -183,6 +183,9 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     # server-1 needs all 4 GPUs: it waits, and says why
     second = kube.create(bridged_pod_manifest("server-1", gpus=4))
     wait_for(lambda: sync() and "pending: Resources" in _scheduled_message(pod("server-1")), 60, "server-1 shows Slurm's reason")
+    pending = f"Slurm job {_job_of(control, second)} pending: Resources"
+    assert _scheduled_message(pod("server-1")) == pending
+    assert ("Normal", "SlurmPending", pending) in _events(control_plane, "server-1")  # what `kubectl describe pod` shows
     writes = kube.writes
     assert sync().empty and kube.writes == writes  # settled: the next pass writes nothing
 
@@ -208,6 +211,11 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     control_plane.kubectl("delete", "pod", "server-1", "-n", "inference", "--grace-period=0", "--force")
     wait_for(lambda: sync() is not None and not control.placeholder_jobs(["svc-serving"]), 60, "every placeholder gone")
     assert cluster.run(NODE, ["ls", "-A", HOLD_DIR]).stdout.strip() == ""
+
+
+def _job_of(control, pod: dict) -> str:
+    (job,) = [j for j in control.placeholder_jobs(["svc-serving"]) if j.pod_uid == pod["metadata"]["uid"]]
+    return job.job_id
 
 
 def _events(control_plane, pod_name: str) -> set[tuple[str, str, str]]:

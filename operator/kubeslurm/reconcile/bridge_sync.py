@@ -25,7 +25,7 @@ from ..api import SlurmCluster
 from ..api.bridge import scheduler_name
 from ..ownership import POD
 from ..render.bridge.placeholder_job import hold_argv, release_argv
-from ..render.bridge.pod_binding import binding, pending_condition_patch
+from ..render.bridge.pod_binding import PENDING_REASON, binding, pending_condition_patch
 from .bridge_plan import BridgePlan, plan_bridge
 from .bridge_pods import bridged_pod, placeholder_request
 from .events import EventRecorder
@@ -92,8 +92,7 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
                 lambda: _hold_and_bind(access, placement, raw[placement.pod.uid]))
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pod, message in plan.pending:
-        attempt(f"show why pod {pod.namespace}/{pod.name} waits",
-                lambda: access.kube.patch_pod_status(pod.namespace, pod.name, pending_condition_patch(message, now)))
+        attempt(f"show why pod {pod.namespace}/{pod.name} waits", lambda: _show_pending(access, raw[pod.uid], message, now))
     if failures:
         raise BridgeSyncFailed("; ".join(failures))
     return plan
@@ -104,6 +103,15 @@ def _on_each(access: BridgeAccess, nodes: tuple[str, ...], argv: list[str]) -> N
         result = access.on_slurmd(node, argv)
         if result.returncode != 0:
             raise BridgeSyncFailed(f"{' '.join(argv)} on {node} exited {result.returncode}: {(result.stderr or '').strip()}")
+
+
+def _show_pending(access: BridgeAccess, raw_pod: dict, message: str, now: str) -> None:
+    """The PodScheduled condition (kubectl get/wait read it) and an Event, which is what
+    `kubectl describe pod` shows of it, as kube-scheduler's FailedScheduling is. Both only
+    when the message changed: the plan asks for neither otherwise."""
+    meta = raw_pod["metadata"]
+    access.kube.patch_pod_status(meta["namespace"], meta["name"], pending_condition_patch(message, now))
+    access.tell(raw_pod, PENDING_REASON, message)
 
 
 def _submit(access: BridgeAccess, raw_pod: dict, mapping) -> None:
