@@ -296,6 +296,28 @@ def test_an_mpi_job_reduces_across_slurmd_pods(story):
     story.ledger.record(ranks[0][2])
 
 
+def test_a_batch_mpi_job_with_tasks_per_node_reduces_across_slurmd_pods(story):
+    """The same reduction submitted with sbatch, one task per node on two nodes: the batch
+    script's srun starts the ranks through PMIx; the output lands in alice's shared home."""
+    job = story.sbatch_to("-p cpu -N2 --ntasks-per-node=1 -o mpi/batch-%j.out --wrap 'srun python3 mpi/allreduce.py'")
+    story.wait_jobs([job], timeout=300)
+    out = story.sh(f"cat mpi/batch-{job}.out", user="alice")
+    ranks = sorted(re.findall(rf"^rank=(\d) size=2 host=(\S+) sum=3 job={job}$", out, re.M))
+    assert [rank for rank, _ in ranks] == ["0", "1"], out
+    assert len({host for _, host in ranks}) == 2, out
+
+
+def test_an_exclusive_job_gets_its_whole_node_with_every_gpu(story):
+    """--exclusive allocates the whole node, its GPUs included, though the job asked for none;
+    the same job without it gets no GPU (sacct's AllocTRES)."""
+    exclusive = story.sbatch("-p gpu -N1 --exclusive --wrap 'sleep 1'")
+    shared = story.sbatch("-p gpu -N1 --wrap 'sleep 1'")
+    story.wait_jobs([exclusive, shared], timeout=300)
+    tres = {job: story.sh(f"sacct -n -X -P -j {job} -o AllocTRES").strip() for job in (exclusive, shared)}
+    assert "gres/gpu=2" in tres[exclusive], tres
+    assert "gres/gpu" not in tres[shared], tres
+
+
 # -- shared storage: one home on the login pod and every node ----------------------------
 
 WHERE_SCRIPT = "#!/bin/bash\necho host=$(hostname) uid=$(id -u) cwd=$(pwd)\n"

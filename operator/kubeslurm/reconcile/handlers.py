@@ -31,6 +31,11 @@ log = logging.getLogger(__name__)
 RESYNC_SECONDS = float(os.environ.get("KUBESLURM_RESYNC_SECONDS", "30"))
 MAX_BACKOFF_SECONDS = 300.0
 AGAIN_SOON_SECONDS = 1.0  # after a run that left the next step to the next run (Run.again_soon)
+# Steps whose failure a person fixes in an object the operator does not watch (a Secret or
+# ConfigMap the spec names, a claim): the fix raises no event, so such a failure is looked at
+# again after at most UNWATCHED_RETRY_SECONDS (a few reads) instead of the growing backoff.
+UNWATCHED_INPUT_STEPS = frozenset({"EnsureSecrets", "ReadDirectorySettings", "CheckStorage"})
+UNWATCHED_RETRY_SECONDS = 10.0
 MANAGED = {ownership.MANAGED_BY: ownership.MANAGER}
 SCHEDULER_PREFIX = scheduler_name("")  # "kubeslurm-": schedulerName of a pod Slurm schedules
 
@@ -149,19 +154,25 @@ def _reconcile_until_stopped(namespace, name, stopped):
             return_free_memory()  # what a big cluster's listings took (process_memory)
             backoff = 0.0
             wait = AGAIN_SOON_SECONDS if run is not None and run.again_soon else RESYNC_SECONDS
-        except StepFailed:
-            backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
-            wait = backoff
+        except StepFailed as failure:
+            wait, backoff = wait_after_failure(backoff, failure.step)
         except Exception:  # keep the daemon alive whatever happens; the next try may succeed
             log.exception("reconcile of %s/%s crashed", namespace, name)
-            backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
-            wait = backoff
+            wait, backoff = wait_after_failure(backoff, None)
         deadline = time.monotonic() + wait
         # Waiting on the wake-up flag itself starts the next reconcile the moment a watch
         # event sets it (no polling delay); `stopped` is looked at every half second.
         while not stopped and time.monotonic() < deadline:
             if wakeup.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
                 break
+
+
+def wait_after_failure(backoff: float, step: str | None) -> tuple[float, float]:
+    """(seconds until the next try, the new backoff) after a failed reconcile: the backoff
+    doubles from 2 s up to MAX_BACKOFF_SECONDS; a step waiting on an unwatched input is tried
+    again within UNWATCHED_RETRY_SECONDS all the same."""
+    backoff = min(MAX_BACKOFF_SECONDS, max(2.0, backoff * 2))
+    return (min(backoff, UNWATCHED_RETRY_SECONDS) if step in UNWATCHED_INPUT_STEPS else backoff), backoff
 
 
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
