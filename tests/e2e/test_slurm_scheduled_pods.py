@@ -123,11 +123,12 @@ def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gon
 
     # Slurm places it: a job of the mapped account and user runs on cpu-0, and the pod is bound
     # to the Kubernetes node of cpu-0's slurmd pod; kube-scheduler never touched it.
-    web = wait_for(lambda: _running_on_a_node(kube, "web"), 240, "the web Deployment's pod Ready")
+    web = wait_for(lambda: _running_on_a_node(kube, "web"), 240, "the web Deployment's pod Ready", interval=2)
     assert web["spec"]["nodeName"] == slurmd_node, (web["spec"]["nodeName"], slurmd_node)
     (job,) = _jobs(login, web)
     assert job["state"] == "RUNNING" and job["account"] == ACCOUNT and job["user"] == USER and job["nodes"] == SLURMD, job
-    wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "RUNNING"), 60, f"sacct: job {job['id']} running, account {ACCOUNT}")
+    wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "RUNNING"), 60, f"sacct: job {job['id']} running, account {ACCOUNT}",
+             interval=2)
     events = kube.run("get", "events", "-n", APPS, "--field-selector", f"involvedObject.name={web['metadata']['name']}",
                       "-o", "custom-columns=R:.reason,S:.source.component", "--no-headers").stdout
     assert "SlurmJobSubmitted" in events and "BoundBySlurm" in events and "Scheduled" not in events.split(), events
@@ -135,7 +136,7 @@ def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gon
     # It answers through its Service, from the login pod.
     url = f"http://web.{APPS}.svc:8080/"
     answer = wait_for(lambda: login.sh(f"python3 -c \"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).read().decode())\"",
-                                       check=False).strip() or None, 60, "the web Service answering")
+                                       check=False).strip() or None, 60, "the web Service answering", interval=2)
     assert answer == f"web on {web['metadata']['name']}", answer
 
     # A second pod does not fit (cpu-0 has one CPU, Slurm gives the first all of it): it waits,
@@ -147,23 +148,25 @@ def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gon
         jobs = pod and _jobs(login, pod)
         if not jobs or jobs[0]["state"] != "PENDING":
             return None
-        condition = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), None)
-        return (pod, jobs[0]) if condition and condition["status"] == "False" and jobs[0]["id"] in condition["message"] else None
+        condition = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
+        said = re.fullmatch(rf"Slurm job {jobs[0]['id']} pending: (Resources|Priority)", condition.get("message", ""))
+        return (pod, jobs[0], condition["message"]) if said and condition["status"] == "False" else None
 
-    second, second_job = wait_for(waiting_with_reason, 120, "the second pod pending in Slurm, with the reason shown")
+    second, second_job, message = wait_for(waiting_with_reason, 120, "the second pod pending in Slurm, with the reason shown",
+                                           interval=2)
     assert not second["spec"].get("nodeName")
     described = kube.run("describe", "pod", "-n", APPS, second["metadata"]["name"]).stdout
-    assert re.search(rf"PodScheduled\s+False", described), described
-    assert f"Slurm job {second_job['id']} pending: {second_job['reason']}" in described, (described, second_job)
-    assert second_job["reason"] in ("Resources", "Priority"), second_job
+    assert re.search(r"PodScheduled\s+False", described), described
+    assert re.search(rf"SlurmPending\s+.*{re.escape(message)}", described), described  # the Events of describe
 
     # Scaling web to zero deletes its pod: its job is cancelled, held until the pod is gone, then
     # ended; the second pod's job starts and the pod is bound and runs on cpu-0's node.
     kube.run("scale", "deployment", "web", "-n", APPS, "--replicas=0")
-    started = wait_for(lambda: _running_on_a_node(kube, "batch-api"), 180, "the second pod Ready once the first is gone")
+    started = wait_for(lambda: _running_on_a_node(kube, "batch-api"), 180, "the second pod Ready once the first is gone",
+                       interval=2)
     assert started["metadata"]["uid"] == second["metadata"]["uid"]
     assert started["spec"]["nodeName"] == slurmd_node
     assert not _pods(kube, "web"), "the first pod is gone before the second was bound"
-    wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "CANCELLED"), 60, f"sacct: job {job['id']} cancelled")
+    wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "CANCELLED"), 60, f"sacct: job {job['id']} cancelled", interval=2)
     (running,) = _jobs(login, started)
     assert running["id"] == second_job["id"] and running["state"] == "RUNNING" and running["nodes"] == SLURMD, running
