@@ -145,12 +145,12 @@ def test_an_ordinary_job_is_not_held_and_no_user_can_write_a_hold(bridge):
     assert forged.returncode != 0, forged
 
 
-def bridged_pod_manifest(name: str, gpus: int) -> dict:
+def bridged_pod_manifest(name: str, gpus: int, cpus: int = 1) -> dict:
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "inference"},
         "spec": {"schedulerName": "kubeslurm-bridge", "containers": [{
             "name": "server", "image": "registry.example/server:1",
-            "resources": {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"kubeslurm.io/gpu": str(gpus)}}}]},
+            "resources": {"requests": {"cpu": str(cpus), "memory": "256Mi"}, "limits": {"kubeslurm.io/gpu": str(gpus)}}}]},
     }
 
 
@@ -211,6 +211,15 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     control_plane.kubectl("delete", "pod", "server-1", "-n", "inference", "--grace-period=0", "--force")
     wait_for(lambda: sync() is not None and not control.placeholder_jobs(["svc-serving"]), 60, "every placeholder gone")
     assert cluster.run(NODE, ["ls", "-A", HOLD_DIR]).stdout.strip() == ""
+
+    # A pod no node of the partition can hold: sbatch refuses it; the pod says why, the pass
+    # does not fail (the cluster is not Degraded by one pod), and asking again writes nothing.
+    kube.create(bridged_pod_manifest("too-big", gpus=0, cpus=512))
+    assert sync().submit and "not scheduled by Slurm: sbatch: error: " in _scheduled_message(pod("too-big"))
+    refused = [e for e in _events(control_plane, "too-big") if e[1] == "SlurmRefused"]
+    assert len(refused) == 1 and refused[0][0] == "Warning" and refused[0][2] == _scheduled_message(pod("too-big")), refused
+    writes = kube.writes
+    assert sync().submit and kube.writes == writes and not control.placeholder_jobs(["svc-serving"])
 
 
 def _job_of(control, pod: dict) -> str:

@@ -26,7 +26,7 @@ from ..api.bridge import scheduler_name
 from ..ownership import POD
 from ..render.bridge.placeholder_job import hold_argv, release_argv
 from ..render.bridge.pod_binding import PENDING_REASON, binding, pending_condition_patch
-from .bridge_plan import BridgePlan, plan_bridge
+from .bridge_plan import BridgedPod, BridgePlan, plan_bridge
 from .bridge_pods import bridged_pod, placeholder_request
 from .events import EventRecorder
 from .kube_api import KubeApi
@@ -85,12 +85,13 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
         attempt(f"cancel job {job_id}", lambda: access.slurm.cancel_placeholder(job_id))
     for pod in plan.delete_pods:
         attempt(f"delete pod {pod.namespace}/{pod.name}", lambda: _delete(access, raw[pod.uid]))
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pod in plan.submit:
-        attempt(f"submit for pod {pod.namespace}/{pod.name}", lambda: _submit(access, raw[pod.uid], mappings[pod.namespace]))
+        attempt(f"submit for pod {pod.namespace}/{pod.name}",
+                lambda: _submit(access, pod, raw[pod.uid], mappings[pod.namespace], now))
     for placement in plan.bind:
         attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}",
                 lambda: _hold_and_bind(access, placement, raw[placement.pod.uid]))
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pod, message in plan.pending:
         attempt(f"show why pod {pod.namespace}/{pod.name} waits", lambda: _show_pending(access, raw[pod.uid], message, now))
     if failures:
@@ -114,9 +115,27 @@ def _show_pending(access: BridgeAccess, raw_pod: dict, message: str, now: str) -
     access.tell(raw_pod, PENDING_REASON, message)
 
 
-def _submit(access: BridgeAccess, raw_pod: dict, mapping) -> None:
+def refused_message(error: SlurmCommandError) -> str:
+    """sbatch's own last word (its stderr's last line), not the command line before it."""
+    said = str(error).split("): ", 1)[-1]
+    last = next((line.strip() for line in reversed(said.splitlines()) if line.strip()), "no reason given")
+    return f"not scheduled by Slurm: {last[:300]}"
+
+
+def _submit(access: BridgeAccess, pod: BridgedPod, raw_pod: dict, mapping, now: str) -> None:
     request = placeholder_request(raw_pod, mapping)
-    job_id = access.slurm.submit_placeholder(request)
+    try:
+        job_id = access.slurm.submit_placeholder(request)
+    except SlurmCommandError as error:
+        # Mostly the pod's own doing (more CPUs or memory than any node of the partition has):
+        # said on the pod, not a failure of the cluster. sbatch is asked again each pass (a
+        # NodeSet may grow); the pod is written to only when Slurm's answer changes.
+        message = refused_message(error)
+        if pod.pending_message != message:
+            meta = raw_pod["metadata"]
+            access.kube.patch_pod_status(meta["namespace"], meta["name"], pending_condition_patch(message, now))
+            access.tell(raw_pod, "SlurmRefused", message, warning=True)
+        return
     access.tell(raw_pod, "SlurmJobSubmitted",
                 f"Slurm job {job_id} asks for {request.cpus} CPUs, {request.memory_mib} MiB and {request.gpus} GPUs "
                 f"as {request.user}, account {request.account}")
