@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 export KUBESLURM_CACHE ?= $(HOME)/.cache/kubeslurm
 
-.PHONY: venv test test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench bench-render bench-cluster bench-scale demo demo-down
+.PHONY: venv test test-lane-cluster test-lane-apiserver test-unit test-slurm test-k8s test-helm test-images images load-images crds docs bench bench-render bench-cluster bench-scale demo demo-down
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -15,8 +15,21 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,cluster]'
 	touch $@
 
-## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run
-test: test-unit test-slurm test-k8s test-helm test-images test-cluster test-e2e
+## every tier that exists; the slow tiers skip nothing silently: they fail if they cannot run.
+## After the unit tier, three lanes side by side, each its tiers one after another: the local
+## cluster's (images, cluster, e2e), the API server's (k8s, helm) and real Slurm's. They share
+## nothing but the machine; each tier's output is printed whole when it ends (--output-sync).
+test: test-unit
+	$(MAKE) --no-print-directory -k -j3 --output-sync=target test-lane-cluster test-lane-apiserver test-slurm
+
+test-lane-cluster: venv cluster-deps
+	$(MAKE) --no-print-directory test-images
+	$(MAKE) --no-print-directory test-cluster
+	$(MAKE) --no-print-directory test-e2e
+
+test-lane-apiserver: venv
+	$(MAKE) --no-print-directory test-k8s
+	$(MAKE) --no-print-directory test-helm
 
 ## tier 1: models, CRDs, renderers (seconds)
 test-unit: venv
@@ -35,11 +48,13 @@ test-k8s: venv
 test-cluster: venv cluster-deps
 	$(PYTEST) -m cluster tests/cluster
 
-## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement)
+## tier 6: the user story end to end (operator in-cluster via helm, jobs, scale, failover, replacement).
+## The fault tier (tier 7, make test-faults) is not part of make test until it passes whole: in its
+## first whole run a node (cpu-1) did not come back usable after a fault and four tests could not start.
 test-e2e: venv cluster-deps
 	$(PYTEST) -m e2e tests/e2e
 
-## tier 7: the fault matrix (tests/faults): one fault per test under a stream of jobs, none lost (~N min)
+## tier 7 alone: the fault matrix (tests/faults): one fault per test under a stream of jobs, none lost
 test-faults: venv cluster-deps
 	$(PYTEST) -m faults tests/faults
 

@@ -138,9 +138,7 @@ class Bench:
         wait_for(lambda: self.ready_kwok_nodes() == kwok_nodes, 120, "kwok nodes Ready", interval=1,
                  failed=lambda: kwok.poll() is not None and f"kwok exited: see {WORK / 'kwok.log'}")
 
-        self.cp.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-        for crd in ("slurmclusters.kubeslurm.io", "nodesets.kubeslurm.io"):
-            self.cp.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        self.cp.apply_crds(ROOT / "crds")
         self.cp.kubectl("create", "namespace", NAMESPACE)
         # slurmctld's state claim binds to this volume: nothing provisions volumes here.
         self.kubectl_apply([{

@@ -7,7 +7,9 @@ database (the record a site trusts, `sacct -D`: every run of every job) for each
 - completed: its last run COMPLETED;
 - requeued: it ran more than once (a run ended REQUEUED / NODE_FAIL, a later one went on);
 - lost: anything else once the ledger is settled (never in sacct, or a last run that is not
-  COMPLETED), plus jobs in sacct that nobody submitted (they would hide a renumbering).
+  COMPLETED), plus jobs in sacct that nobody submitted (they would hide a renumbering). A job
+  first submitted before the ledger started is an earlier ledger's (a test before this one in
+  the session), even when sacct lists it in this window: it is not counted as unexpected.
 
 A job a test expects to end otherwise (a --no-requeue job on a node that fails: Slurm ends it
 NODE_FAIL) is recorded with must_complete=False: known to the ledger, checked by the test itself.
@@ -100,9 +102,13 @@ class JobLedger:
 
     # -- what sacct says ---------------------------------------------------------
 
+    def _sacct(self) -> str:
+        """Every job sacct lists since the ledger started: each run's id, state and submit time (-D)."""
+        return self.sh(f"sacct -a -n -X -P -D -S {self.started} -o JobID,State,Submit")
+
     def sacct_runs(self) -> dict[str, list[str]]:
         """Every job since the ledger started, each with every run's state (sacct -D), in order."""
-        return parse_runs(self.sh(f"sacct -a -n -X -P -D -S {self.started} -o JobID,State"))
+        return parse_runs(self._sacct())
 
     def outcomes(self) -> dict[str, Outcome]:
         return outcomes_of(self.submitted, self.sacct_runs())
@@ -110,7 +116,8 @@ class JobLedger:
     def summary(self) -> Summary:
         with self._lock:
             others = list(self._others)
-        return summarize(self.submitted, self.sacct_runs(), others)
+        out = self._sacct()
+        return summarize(self.submitted, parse_runs(out), others + sorted(submitted_before(out, self.started)))
 
     def settle(self, timeout: float, interval: float = 5) -> Summary:
         """Waits until every recorded job has a final state in sacct (a failed command counts as
@@ -171,15 +178,29 @@ class JobStream:
 
 
 def parse_runs(sacct_output: str) -> dict[str, list[str]]:
-    """`sacct -n -X -P -D -o JobID,State` -> job id: each run's state, in sacct's order
+    """`sacct -n -X -P -D -o JobID,State[,Submit]` -> job id: each run's state, in sacct's order
     ("CANCELLED by 1000" is CANCELLED)."""
     runs: dict[str, list[str]] = {}
     for line in sacct_output.splitlines():
         if "|" not in line:
             continue
-        job, state = line.split("|", 1)
+        job, state = line.split("|")[:2]
         runs.setdefault(job.strip(), []).append(state.split()[0] if state.strip() else "")
     return runs
+
+
+def submitted_before(sacct_output: str, started: str) -> set[str]:
+    """`sacct ... -o JobID,State,Submit` -> the jobs (array tasks by their array) whose first
+    submission is before `started` (both sacct's local ISO time, which compares as text). A
+    requeue sets a job's Submit anew, so the earliest run's counts."""
+    first: dict[str, str] = {}
+    for line in sacct_output.splitlines():
+        fields = line.split("|")
+        if len(fields) < 3 or not fields[2].strip():
+            continue
+        job, submit = fields[0].strip().split("_")[0], fields[2].strip()
+        first[job] = min(first.get(job, submit), submit)
+    return {job for job, submit in first.items() if submit < started}
 
 
 def outcomes_of(submitted: list[str], runs: dict[str, list[str]]) -> dict[str, Outcome]:

@@ -1,8 +1,12 @@
-"""Fixtures shared by the tiers that need a real API server (tests/k8s, tests/helm).
+"""Fixtures shared by the tiers that need a real API server (tests/k8s, tests/helm), and by
+the tiers that run on a whole Kubernetes cluster with the operator in it (tests/e2e,
+tests/faults).
 
-They live here, not in tests/k8s/conftest.py, so that one pytest session running both
-tiers starts one control plane: a session fixture defined in two conftest files would be two
-fixtures, and the second start would sweep the first one's daemons (cleanup_leftovers).
+They live here, not in each tier's conftest.py, so that one pytest session running two tiers
+starts one control plane, and one cluster and operator: a session fixture defined in two
+conftest files would be two fixtures (or, imported from the other tier's conftest, one that
+cannot find the fixtures it depends on), and the second start would sweep the first one's
+daemons (cleanup_leftovers).
 
 `control_plane` is one etcd + kube-apiserver + kube-controller-manager per test session,
 upstream binaries at the version pinned in testbed/kubernetes/go.mod. The first run builds the
@@ -21,7 +25,7 @@ import pytest
 
 
 def pytest_addoption(parser):
-    # Here, not in tests/e2e/conftest.py: pytest reads options only from the conftest files it
+    # Here, not in a tier's conftest.py: pytest reads options only from the conftest files it
     # loads first, and a run of `pytest tests` does not load tests/e2e's first.
     from testbed import cluster_providers
 
@@ -81,3 +85,59 @@ def fresh_namespace(kubectl):
 def namespace(control_plane):
     with fresh_namespace(control_plane.kubectl) as name:
         yield name
+
+
+# -- the e2e and fault tiers: a whole cluster and the operator in it ------------------------
+#
+# The cluster comes from testbed/cluster_providers.py, chosen by one option
+# (`--e2e-cluster` or $KUBESLURM_E2E_CLUSTER): the built-in local cluster (default; four
+# kubelet nodes, fake GPUs), a cluster of yours (kubeconfig), or kind through pytest-kind. A
+# local cluster that is already up with at least four nodes (`make demo`, `make
+# cluster-up`) is used and left running; otherwise the session starts one and always
+# stops it, also when a test fails.
+#
+# The operator runs in-cluster, installed with its helm chart from the images of
+# images/ (built and cached by content), as a platform team installs it. It is
+# uninstalled at the end unless it was installed before the session.
+
+# Every node has the machine's 2 CPUs: a 1-CPU slurmd pod and the small system pods leave no
+# room for a second slurmd pod, and the story peaks at four (h100-0, cpu-0..2).
+NODES = 4
+
+
+@pytest.fixture(scope="session")
+def e2e_cluster(pytestconfig):
+    """The cluster of testbed/cluster_providers.py that the option chose; a provider that
+    cannot start fails the tier with its reason (never a skip)."""
+    from testbed import cluster_providers
+
+    try:
+        provider = cluster_providers.chosen_provider(pytestconfig.getoption("--e2e-cluster"))
+        with contextlib.ExitStack() as stack:
+            with output_shown(pytestconfig):  # a cold start builds for minutes
+                handle = stack.enter_context(cluster_providers.provided_cluster(provider, nodes=NODES))
+            yield handle
+    except cluster_providers.ProviderError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="session")
+def kube(e2e_cluster):
+    """(Kube, whether the cluster is the built-in local one)."""
+    yield e2e_cluster.kube, e2e_cluster.provider == "local"
+
+
+@pytest.fixture(scope="session")
+def operator(kube, e2e_cluster, pytestconfig):
+    """The operator in-cluster via `helm upgrade --install`; yields the images."""
+    from testbed import deployment
+
+    client = e2e_cluster.kube
+    with output_shown(pytestconfig):
+        images = deployment.build_images()
+        e2e_cluster.load(images)
+    installed_before = deployment.operator_release_exists(client.kubeconfig)
+    deployment.install_operator(client.kubeconfig, images, local=e2e_cluster.loads_images)
+    yield images
+    if not installed_before:
+        deployment.uninstall_operator(client.kubeconfig)

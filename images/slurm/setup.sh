@@ -97,38 +97,9 @@ install -o root -g root -m 0755 "$(dirname "$0")/bridge-epilog.sh" /usr/local/sb
 
 # Containers as job steps (spec.slurm.containers): oci.conf's RunTimeRun. Slurm calls it as
 # the job's user with the step's bundle and container id; it runs crun rootless on a copy of
-# the bundle's config.json fitted to a pod. In a pod the container runtime masks parts of /proc
-# (kcore, keys, sysrq-trigger, ... with mounts over them), and the kernel lets a user namespace
-# mount a new proc only where no part of /proc is covered: crun's `mount proc` fails with EPERM.
-# So the container stays in the step's PID namespace and gets the step's /proc bound
-# recursively, masks included. The copy is private to the user and removed afterwards.
+# the bundle's config.json fitted to a pod (the step's /proc, the step's GPUs): see its docstring.
 install -d -o root -g root -m 0755 /usr/libexec/kubeslurm
-cat > /usr/libexec/kubeslurm/oci-run <<'OCIRUN'
-#!/usr/bin/python3
-"""oci-run BUNDLE CONTAINER_ID: crun run, rootless, with /proc bound from the step (images/slurm/setup.sh)."""
-import json
-import os
-import subprocess
-import sys
-import tempfile
-
-bundle, container_id = sys.argv[1], sys.argv[2]
-with open(os.path.join(bundle, "config.json")) as f:
-    config = json.load(f)
-linux = config.setdefault("linux", {})
-linux["namespaces"] = [ns for ns in linux.get("namespaces", []) if ns.get("type") != "pid"]
-proc = {"destination": "/proc", "type": "bind", "source": "/proc", "options": ["rbind", "nosuid", "nodev", "noexec"]}
-config["mounts"] = [proc if m.get("destination") == "/proc" else m for m in config.get("mounts", [])]
-fd, path = tempfile.mkstemp(prefix="kubeslurm-oci-", suffix=".json")
-try:
-    with os.fdopen(fd, "w") as f:
-        json.dump(config, f)
-    crun = ["crun", "--rootless=true", "--cgroup-manager=disabled", f"--root=/tmp/kubeslurm-crun-{os.getuid()}"]
-    sys.exit(subprocess.run([*crun, "run", "--bundle", bundle, "--config", path, container_id]).returncode)
-finally:
-    os.unlink(path)
-OCIRUN
-chmod 0755 /usr/libexec/kubeslurm/oci-run
+install -o root -g root -m 0755 "$(dirname "$0")/oci-run.py" /usr/libexec/kubeslurm/oci-run
 
 # Users: the image runs as root (uid 0) on purpose. slurmd must be root (it starts
 # every job as the job's user: setuid, cgroups, namespaces); slurmctld and slurmdbd

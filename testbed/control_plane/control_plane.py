@@ -201,6 +201,20 @@ class ControlPlane:
         return Kube(str(self.kubeconfig_path), str(self.bin_dir / "kubectl")).run(
             *args, kubeconfig=kubeconfig, check=check, input=input, timeout=timeout)
 
+    def apply_crds(self, directory: Path | str, timeout: float = 60) -> None:
+        """The CRDs in directory applied server-side (taking over fields another applier set, as
+        the README's upgrade note does) and waited for until Established. Polled: `kubectl wait`
+        fails at once while a new CRD's status.conditions is still null."""
+        applied = self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(directory), "-o", "name").stdout.split()
+
+        def established(name: str) -> bool:
+            crd = json.loads(self.kubectl("get", name, "-o", "json").stdout)
+            return any(c["type"] == "Established" and c["status"] == "True"
+                       for c in crd.get("status", {}).get("conditions") or [])
+
+        for name in applied:
+            wait_for(lambda: established(name), timeout, f"{name} Established", interval=0.5)
+
     def write_service_account_kubeconfig(self, namespace: str, name: str, path: Path | str,
                                          duration: str = "24h") -> Path:
         """A kubeconfig that authenticates as ServiceAccount namespace/name.

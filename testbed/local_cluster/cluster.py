@@ -179,6 +179,23 @@ class LocalCluster:
                 seen_file.write_text("\n".join(sorted(seen)) + "\n")
                 self._say(f"{name}: imported {tar}")
 
+    def tag_image(self, source: str, target: str) -> None:
+        """Another tag for an image every node has (`ctr images tag`), as a registry would serve a
+        new release: a Deployment changed to the new tag rolls its pods, which run without pulling."""
+        self._each_node_containerd(["images", "tag", "--force", source, target])
+
+    def untag_image(self, ref: str) -> None:
+        """Removes a tag (the image stays while another tag names it)."""
+        self._each_node_containerd(["images", "rm", ref], check=False)
+
+    def _each_node_containerd(self, args: list[str], check: bool = True) -> None:
+        state = self.supervisor.load()
+        if not self.is_healthy():
+            raise ClusterError("the cluster is not up: make cluster-up")
+        for name in state["nodes"]:
+            if name not in state.get("powered_off", []):
+                host.run(["ctr", "-a", Node.named(name).containerd_socket, "-n", "k8s.io", *args], check=check)
+
     def power_off(self, name: str) -> None:
         """Node loss, as when a machine dies: the node's kubelet, kube-proxy, GPU plugin,
         containerd and every container are SIGKILLed at once. Its Node object stays (the

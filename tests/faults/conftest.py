@@ -1,17 +1,26 @@
 """Fixtures of the fault tier (pytest -m faults): the fault matrix of issue 17 on real Kubernetes.
 
-The cluster and the operator are the e2e tier's (tests/e2e/conftest.py: the local cluster with
+The cluster and the operator are the e2e tier's (tests/conftest.py: the local cluster with
 four nodes, the operator installed with helm from this checkout's images). One SlurmCluster
 (examples/demo.yaml, two CPU nodes) in namespace `faults` serves every test of a run; each test
 injects its fault under a stream of jobs (testbed/job_ledger.py JobStream) and ends with the
 ledger's summary: every job submitted, none lost.
+
+On the local cluster, slurmctld's state claim is bound to a bounded volume: a 64 MiB tmpfs on
+this host (every node of the local cluster shares the host's file system, so the controller
+finds its state on whichever node it lands). The default StorageClass there is
+kube-controller-manager's hostPath provisioner, whose volumes are directories on the host's
+disk with no size limit: filling one would fill the machine. The tmpfs gives the disk-full
+test a real ENOSPC at 64 MiB and costs at most that much memory.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +29,6 @@ from testbed.deployment import ROOT
 from testbed.job_ledger import JobLedger
 from testbed.kubectl import Kube
 from testbed.waiting import wait_for
-from tests.e2e.conftest import kube, operator  # noqa: F401 - the e2e tier's cluster and operator
 
 NAMESPACE = "faults"
 CLUSTER = "research"
@@ -29,6 +37,13 @@ CONTROLLER = f"{CLUSTER}-controller-0"
 MANIFEST = ROOT / "examples" / "demo.yaml"
 CPU_NODES = 2
 USABLE = ("idle", "alloc", "mix")
+SLURM_NODES = {"h100-0", *(f"cpu-{i}" for i in range(CPU_NODES))}
+# The controller's state volume on the local cluster (see above): a tmpfs on the host, bound to
+# the state claim by a PersistentVolume of a class no provisioner serves.
+STATE_CLAIM = f"{CLUSTER}-controller-state"
+STATE_VOLUME_PATH = Path("/run/kubeslurm-faults-state")
+STATE_VOLUME_SIZE = "64Mi"
+STATE_VOLUME_CLASS = "kubeslurm-faults-state"
 
 
 class Bed:
@@ -104,31 +119,69 @@ def pod_ready(pod: dict | None) -> bool:
         c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster(kube, operator):  # noqa: F811 - the fixtures imported above
-    """The SlurmCluster of the run, usable; deleted at the end."""
-    client, _local = kube
+def _unmount_state_volume() -> None:
+    """Lazily: a container still holding it keeps it until it goes, then the memory is freed."""
+    if subprocess.run(["mountpoint", "-q", str(STATE_VOLUME_PATH)]).returncode == 0:
+        subprocess.run(["umount", "-l", str(STATE_VOLUME_PATH)], check=True)
 
-    def two_cpu_nodes(document):
+
+def bounded_state_volume(client: Kube) -> None:
+    """A fresh 64 MiB tmpfs at STATE_VOLUME_PATH and a PersistentVolume on it, reserved for the
+    state claim (claimRef), replacing what a previous run left."""
+    client.run("delete", "pv", STATE_VOLUME_CLASS, "--ignore-not-found", "--timeout=60s")
+    _unmount_state_volume()
+    STATE_VOLUME_PATH.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={STATE_VOLUME_SIZE.removesuffix('i').lower()},mode=0755",
+                    "kubeslurm-faults-state", str(STATE_VOLUME_PATH)], check=True)
+    client.apply(json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": STATE_VOLUME_CLASS},
+        "spec": {
+            "capacity": {"storage": STATE_VOLUME_SIZE},
+            "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": STATE_VOLUME_CLASS,
+            "claimRef": {"namespace": NAMESPACE, "name": STATE_CLAIM},
+            "hostPath": {"path": str(STATE_VOLUME_PATH)},
+        },
+    }))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(kube, operator):
+    """The SlurmCluster of the run, usable; deleted at the end."""
+    client, local = kube
+
+    def adjust(document):
         if document["kind"] == "NodeSet" and document["metadata"]["name"] == "cpu":
             document["spec"]["replicas"] = CPU_NODES
-    deployment.apply_in_fresh_namespace(client, MANIFEST, NAMESPACE, two_cpu_nodes)
+        if document["kind"] == "SlurmCluster" and local:
+            document["spec"].setdefault("controller", {})["persistence"] = {
+                "size": STATE_VOLUME_SIZE, "storageClassName": STATE_VOLUME_CLASS}
+    # The old claim must be gone before its volume is replaced.
+    client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
+    if local:
+        bounded_state_volume(client)
+    deployment.apply_in_fresh_namespace(client, MANIFEST, NAMESPACE, adjust)
     deployment.wait_usable(client, NAMESPACE, CLUSTER, 900, report=lambda line: print(line, flush=True))
     yield client
     client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
+    if local:
+        client.run("delete", "pv", STATE_VOLUME_CLASS, "--ignore-not-found", "--wait=false", check=False)
+        _unmount_state_volume()
 
 
 @pytest.fixture
-def bed(slurm_cluster, kube):  # noqa: F811
+def bed(slurm_cluster, kube):
     """A fresh ledger per test, on a cluster whose nodes are all usable when the test starts."""
     bed = Bed(slurm_cluster)
     deployment.wait_usable(slurm_cluster, NAMESPACE, CLUSTER, 600, report=lambda line: None)
-    bed.wait_nodes_usable({"h100-0", *(f"cpu-{i}" for i in range(CPU_NODES))}, 300)
+    bed.wait_nodes_usable(SLURM_NODES, 300)
     return bed
 
 
 @pytest.fixture
-def local_cluster(kube):  # noqa: F811
+def local_cluster(kube):
     """The local cluster, for faults only it can inject (a killed process, a stopped API server)."""
     _client, local = kube
     if not local:

@@ -4,7 +4,9 @@ cheap faults first. Each prints how long recovery took (measured, for the README
 behaviour" table) and the ledger's one-line summary.
 
 Numbers refer to the issue's matrix: 6 a slurmd container killed, 3 MariaDB and slurmdbd pods
-deleted, 1 the operator killed mid-scale-down and mid-reconcile, 4 the API server and etcd stopped.
+deleted, 8 the controller's state volume full, 1 the operator killed mid-scale-down and
+mid-reconcile, 2 the operator upgraded with helm, 4 the API server and etcd stopped, 5 slurmctld's
+node lost.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import pytest
 from testbed import deployment
 from testbed.job_ledger import JobStream
 from testbed.waiting import wait_for
-from tests.faults.conftest import CLUSTER, CONTROLLER, NAMESPACE, operator_pod, pod_ready
+from tests.faults.conftest import (CLUSTER, CONTROLLER, LOGIN, NAMESPACE, SLURM_NODES, STATE_CLAIM, operator_pod,
+                                  pod_ready)
 from tests.faults.injectors import kill_operator
 
 pytestmark = pytest.mark.faults
@@ -114,6 +117,73 @@ def test_accounting_pod_deleted(bed, pod):
     bed.settle_and_report(f"{pod} deleted")
 
 
+# -- 8. the controller's state volume full -----------------------------------------------------
+
+
+def condition(bed, kind: str) -> dict:
+    obj = bed.kube.get("slurmcluster", CLUSTER, "-n", NAMESPACE) or {}
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+
+
+def events(bed, reason: str) -> list[str]:
+    out = bed.kube.run("get", "events", "-n", NAMESPACE, "--field-selector",
+                       f"involvedObject.kind=SlurmCluster,reason={reason}", "-o", "json").stdout
+    return [f"{e['type']} {e['message']}" for e in json.loads(out)["items"]]
+
+
+def test_controller_state_volume_full(bed, local_cluster):
+    """slurmctld's state volume (the fault tier's 64 MiB tmpfs, see conftest) filled to the last
+    block by a file written in the controller pod while jobs are submitted: the operator reports
+    Degraded ControllerStateVolumeFull naming the claim and the fix, with a Warning Event; Slurm
+    refuses new jobs meanwhile (it cannot write their scripts) and the jobs it had go on. The
+    file removed, the condition clears with a Normal Event, sbatch works, and no job is lost."""
+    from kubeslurm.render.controller.statefulset import STATE_SAVE_LOCATION
+
+    filler = f"{STATE_SAVE_LOCATION}/kubeslurm-faults-filler"
+
+    def in_controller(*argv: str, check: bool = True):
+        return bed.kube.exec(NAMESPACE, CONTROLLER, "slurmctld", list(argv), check=check, timeout=120)
+    queued = [bed.sbatch(f"-p {p} --wrap 'sleep 25'") for p in ("cpu", "cpu", "gpu", "cpu", "gpu")]
+    with JobStream(bed.ledger, STREAM, every=5, submit=bed.sbatch) as stream:
+        time.sleep(10)
+        t0 = time.monotonic()
+        # Bounded by the volume: dd stops at ENOSPC, at most 64 MiB.
+        fill = in_controller("dd", "if=/dev/zero", f"of={filler}", "bs=1M", "count=64", check=False)
+        assert "No space left on device" in fill.stderr, fill.stderr
+        print("\n" + in_controller("df", "-h", STATE_SAVE_LOCATION).stdout, flush=True)
+        wait_for(lambda: condition(bed, "Degraded").get("reason") == "ControllerStateVolumeFull", 120,
+                 "Degraded ControllerStateVolumeFull", interval=2, details=lambda: str(condition(bed, "Degraded")))
+        took("state volume filled -> Degraded ControllerStateVolumeFull", time.monotonic() - t0)
+        message = condition(bed, "Degraded")["message"]
+        print(f"Degraded: {message}", flush=True)
+        assert f"PersistentVolumeClaim {NAMESPACE}/{STATE_CLAIM}" in message and "spec.controller.persistence.size" in message
+        wait_for(lambda: any(e.startswith("Warning ") for e in events(bed, "ControllerStateVolumeFull")), 60,
+                 "a Warning Event ControllerStateVolumeFull")
+        tried = bed.kube.exec(NAMESPACE, LOGIN, "login", ["runuser", "-l", "alice", "-c",
+                              "sbatch --parsable -o /dev/null -p cpu --wrap true"], check=False, timeout=60)
+        if tried.returncode == 0:
+            bed.ledger.record(tried.stdout.strip().splitlines()[-1].split(";")[0])
+        print(f"sbatch while full: exit {tried.returncode} {(tried.stdout + tried.stderr).strip()}; "
+              f"the stream's submissions refused so far: {stream.refused}", flush=True)
+        log = bed.kube.run("logs", "-n", NAMESPACE, CONTROLLER, "-c", "slurmctld", "--since=2m").stdout
+        said = sorted({line.split("error: ", 1)[-1][:120] for line in log.splitlines() if "No space left" in line})
+        print("slurmctld said:\n  " + "\n  ".join(said or ["(nothing about space)"]), flush=True)
+        time.sleep(20)  # queued jobs run and end while the volume is full
+        t1 = time.monotonic()
+        in_controller("rm", "-f", filler)
+        wait_for(lambda: condition(bed, "Degraded").get("status") == "False", 120, "Degraded cleared", interval=2,
+                 details=lambda: str(condition(bed, "Degraded")))
+        took("space freed -> Degraded cleared", time.monotonic() - t1)
+        assert any(e.startswith("Normal ") for e in events(bed, "ControllerStateVolumeRecovered"))
+        before = len(bed.ledger.submitted)
+        wait_for(lambda: len(bed.ledger.submitted) > before, 60, "sbatch accepted again", interval=2)
+        took("space freed -> sbatch accepted again", time.monotonic() - t1)
+        time.sleep(15)
+    assert all(j in bed.ledger.submitted for j in queued)
+    print(f"stream: {len(bed.ledger.submitted)} jobs accepted, {stream.refused} submissions refused", flush=True)
+    bed.settle_and_report("controller state volume full")
+
+
 # -- 1. the operator killed mid-scale-down and mid-reconcile ---------------------------------
 
 
@@ -199,3 +269,142 @@ def test_api_server_and_etcd_stopped_for_a_minute(bed, local_cluster):
     assert pod_ready(bed.pod(CONTROLLER))
     print(f"operator writes after the restart: {len(audit.writes(mark, operator_user))}, deletes: 0", flush=True)
     print(json.dumps(bed.node_states()), flush=True)
+
+
+# -- 2. the operator upgraded with helm while jobs run -----------------------------------------
+
+# What a new operator has no reason to write to a running cluster (a pod's busy label it may
+# patch, as jobs come and go; deleting anything it may not).
+ROLLING_RESOURCES = ("statefulsets", "configmaps", "secrets", "services", "poddisruptionbudgets",
+                     "persistentvolumeclaims")
+
+
+def slurm_pods(bed) -> dict[str, str]:
+    """name -> uid of every pod of the SlurmCluster."""
+    items = bed.kube.get("pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/instance={CLUSTER}")["items"]
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in items}
+
+
+def stateful_set_generations(bed) -> dict[str, int]:
+    items = bed.kube.get("statefulsets", "-n", NAMESPACE)["items"]
+    return {s["metadata"]["name"]: s["metadata"]["generation"] for s in items}
+
+
+def test_operator_upgraded_with_helm_while_jobs_run(bed, local_cluster, operator):
+    """`helm upgrade` of the operator to a new image tag (the same image tagged anew on every node,
+    as a registry serves a release) while a long job and a stream of jobs run: the operator pod
+    is replaced, and the new operator rolls nothing: every Slurm pod keeps its UID, every
+    StatefulSet its generation, and the audit log has no write of the new operator to a
+    StatefulSet, ConfigMap, Secret, Service, disruption budget or claim, and no delete. No job
+    lost. Then back to the tag it had."""
+    from testbed.control_plane.audit import AuditLog
+    from testbed.local_cluster.layout import CONTROL_PLANE_DIR
+
+    # The chart's full name is the release's, which contains the chart's name.
+    live = bed.kube.get("deployment", deployment.OPERATOR_RELEASE, "-n", deployment.OPERATOR_NAMESPACE)
+    image = live["spec"]["template"]["spec"]["containers"][0]["image"]
+    repository, tag = image.rsplit(":", 1)
+    new_tag = f"{tag}-faults-upgrade"
+    local_cluster.tag_image(image, f"{repository}:{new_tag}")
+    audit = AuditLog(CONTROL_PLANE_DIR / "logs" / "audit.log")
+    operator_user = f"system:serviceaccount:{deployment.OPERATOR_NAMESPACE}:{deployment.OPERATOR_RELEASE}"
+    long_job = bed.sbatch("-p cpu -w cpu-0 --wrap 'sleep 120'")  # runs across the upgrade
+    try:
+        with JobStream(bed.ledger, STREAM, every=5, submit=bed.sbatch):
+            bed.wait_running(long_job)
+            pods, generations = slurm_pods(bed), stateful_set_generations(bed)
+            old = operator_pod(bed.kube)["metadata"]["uid"]
+            mark = audit.mark()
+            t0 = time.monotonic()
+            deployment.install_operator(bed.kube.kubeconfig, operator, local=True,
+                                        extra_values=["--set", f"image.tag={new_tag}"])
+            took("helm upgrade (--wait) returned", time.monotonic() - t0)
+            new = operator_pod(bed.kube)
+            assert new["metadata"]["uid"] != old and new["spec"]["containers"][0]["image"].endswith(f":{new_tag}"), new["spec"]
+            wait_for(lambda: pod_ready(operator_pod(bed.kube)), 120, "the upgraded operator Ready", interval=2)
+            took("helm upgrade -> the new operator Ready", time.monotonic() - t0)
+            assert bed.job_state(long_job) == "RUNNING"
+            time.sleep(45)  # a resync (30 s) and more: the new operator has reconciled the cluster
+            deployment.wait_usable(bed.kube, NAMESPACE, CLUSTER, 120, report=lambda line: None)
+            assert slurm_pods(bed) == pods, "Slurm pods replaced by the upgrade"
+            assert stateful_set_generations(bed) == generations
+            writes = [f"{e['verb']} {e['objectRef'].get('resource')}/{e['objectRef'].get('name')}"
+                      f"{'/' + e['objectRef']['subresource'] if e['objectRef'].get('subresource') else ''}"
+                      for e in audit.writes(mark, operator_user)]
+            print(f"the new operator's writes: {writes}", flush=True)
+            rolled = [w for w in writes if w.split()[1].split("/")[0] in ROLLING_RESOURCES or w.startswith("delete")]
+            assert rolled == [], rolled
+        wait_for(lambda: bed.job_state(long_job) == "COMPLETED", 180, f"job {long_job} completed", interval=3)
+    finally:
+        deployment.install_operator(bed.kube.kubeconfig, operator, local=True)
+        local_cluster.untag_image(f"{repository}:{new_tag}")
+    bed.settle_and_report("operator upgraded with helm")
+
+
+# -- 5. slurmctld's node lost -----------------------------------------------------------------
+
+
+def pods_on(bed, node: str) -> list[str]:
+    items = bed.kube.get("pods", "-A", "--field-selector", f"spec.nodeName={node}")["items"]
+    return sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in items)
+
+
+def lose_node(bed, local_cluster, node: str) -> None:
+    """The machine dies, and the Node object goes as a cloud's node controller removes it: the pod
+    garbage collector then deletes the pods bound to it, so their controllers make them anew."""
+    print(f"\npowering off {node}, which runs {pods_on(bed, node)}", flush=True)
+    local_cluster.power_off(node)
+    bed.kube.run("delete", "node", node)
+
+
+def wait_moved(bed, name: str, lost: str, old_uid: str, timeout: float) -> str:
+    """Until pod `name` is a new pod, Ready, on a node other than `lost`; returns that node."""
+    def moved():
+        pod = bed.pod(name)
+        node = pod and pod["spec"].get("nodeName")
+        return node if pod and pod["metadata"]["uid"] != old_uid and node != lost and pod_ready(pod) else None
+    wait_for(moved, timeout, f"{name} Ready on a node other than {lost}", interval=2,
+             details=lambda: deployment.pods_summary(bed.kube, NAMESPACE))
+    return bed.pod(name)["spec"]["nodeName"]
+
+
+def slurmctld_answers(bed) -> bool:
+    try:
+        return "UP" in bed.sh("scontrol ping", timeout=30)
+    except AssertionError:
+        return False
+
+
+def test_slurmctld_node_lost(bed, local_cluster):
+    """The Kubernetes node under slurmctld's pod is lost (powered off, its Node deleted): the
+    StatefulSet makes the controller pod on another node, where it finds its state on the claim:
+    a held job submitted before is still queued under its id and runs once released, running
+    jobs are still known. sbatch is refused while no slurmctld runs (the stream retries). The
+    machine then comes back (power_on) and every Slurm node is usable; no job lost."""
+    held = bed.sbatch("-H -p cpu,gpu --wrap 'sleep 2'")
+    running = [bed.sbatch(f"-p {p} --wrap 'sleep 30'") for p in ("cpu", "gpu")]
+    for job in running:
+        bed.wait_running(job)
+    controller = bed.pod(CONTROLLER)
+    lost = controller["spec"]["nodeName"]
+    t0 = time.monotonic()
+    with JobStream(bed.ledger, STREAM, every=6, submit=bed.sbatch) as stream:
+        try:
+            lose_node(bed, local_cluster, lost)
+            elsewhere = wait_moved(bed, CONTROLLER, lost, controller["metadata"]["uid"], 420)
+            took(f"node {lost} lost -> slurmctld's pod Ready on {elsewhere}", time.monotonic() - t0)
+            wait_for(lambda: slurmctld_answers(bed), 180, "slurmctld answering", interval=2)
+            took(f"node {lost} lost -> slurmctld answers", time.monotonic() - t0)
+            shown = bed.sh(f"scontrol show job {held} --oneliner")
+            assert "JobState=PENDING" in shown and "JobHeldUser" in shown, shown
+            states = {job: bed.job_state(job) for job in running}
+            print(f"after the move: held job {held} PENDING (JobHeldUser); running before: {states}", flush=True)
+            assert all(state != "MISSING" for state in states.values()), states
+            bed.sh(f"scontrol release {held}")
+        finally:
+            local_cluster.power_on(lost)
+        bed.wait_nodes_usable(SLURM_NODES, 420)
+        took(f"node {lost} lost -> every Slurm node usable (after power_on)", time.monotonic() - t0)
+    print(f"the stream's submissions refused while slurmctld was away: {stream.refused}", flush=True)
+    bed.settle_and_report(f"slurmctld's node {lost} lost")
+

@@ -23,15 +23,7 @@ pytestmark = pytest.mark.helm
 @pytest.fixture(scope="module")
 def crds(control_plane):
     """The chart's CRDs, applied the way the README says (helm installs them only when absent)."""
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(OPERATOR_CHART / "crds"))
-
-    def established(crd):
-        # polled: `kubectl wait` errors out at once while status.conditions is still null
-        conditions = (get(control_plane, "crd", crd) or {}).get("status", {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    for crd in ("slurmclusters.kubeslurm.io", "nodesets.kubeslurm.io"):
-        eventually(lambda: established(crd), timeout=60, what=f"{crd} Established")
+    control_plane.apply_crds(OPERATOR_CHART / "crds")
     return control_plane
 
 

@@ -36,7 +36,6 @@ import socket
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 
@@ -482,81 +481,6 @@ def test_operator_runs_as_nonroot(unpacked):
 
 
 # ---------------------------------------------------------------- containerd
-
-class PrivateContainerd:
-    """containerd with its own root, state, socket and config under a temp dir."""
-
-    def __init__(self):
-        self.dir = Path(tempfile.mkdtemp(prefix="ksl-ctd-", dir="/tmp"))
-        self.address = str(self.dir / "c.sock")
-        (self.dir / "config.toml").write_text(f"""version = 2
-root = "{self.dir}/root"
-state = "{self.dir}/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "{self.address}"
-[ttrpc]
-  address = "{self.address}.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{self.dir}/opt"
-""")
-        self.log = open(self.dir / "containerd.log", "wb")
-        self.proc = subprocess.Popen(["containerd", "--config", str(self.dir / "config.toml")],
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(lambda: Path(self.address).is_socket() or self.proc.poll() is not None, 30,
-                 "containerd's socket")
-        assert self.proc.poll() is None, (self.dir / "containerd.log").read_text()
-
-    def ctr(self, *args, timeout=300, check=True) -> subprocess.CompletedProcess:
-        p = subprocess.run(["ctr", "--address", self.address, "-n", "k8s.io", *args],
-                           capture_output=True, text=True, timeout=timeout)
-        if check:
-            assert p.returncode == 0, f"ctr {' '.join(args)}: {p.stdout}{p.stderr}"
-        return p
-
-    def stop(self):
-        ids = self.ctr("containers", "ls", "-q", check=False).stdout.split()
-        for cid in ids:
-            self.ctr("tasks", "kill", "-s", "SIGKILL", cid, check=False)
-            self.ctr("tasks", "delete", "-f", cid, check=False)
-            self.ctr("containers", "delete", cid, check=False)
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        # shims we started (their command line names our socket)
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit():
-                try:
-                    if self.address.encode() in (d / "cmdline").read_bytes():
-                        os.kill(int(d.name), signal.SIGKILL)
-                except OSError:
-                    pass
-        mounts = [ln.split()[1] for ln in Path("/proc/mounts").read_text().splitlines()
-                  if ln.split()[1].startswith(str(self.dir) + "/")]
-        for m in sorted(mounts, reverse=True):
-            subprocess.run(["umount", "-l", m], check=False)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@pytest.fixture
-def containerd():
-    missing = [b for b in ("containerd", "ctr", "runc", "containerd-shim-runc-v2") if not shutil.which(b)]
-    if missing:
-        pytest.skip(f"containerd is not installed ({', '.join(missing)} missing; apt-get install containerd)")
-    c = PrivateContainerd()
-    try:
-        yield c
-    finally:
-        c.stop()
-
 
 def test_containerd_imports_and_runs_the_images(containerd, images):
     subprocess.run(["bash", str(REPO / "images/load.sh"), "--address", containerd.address,

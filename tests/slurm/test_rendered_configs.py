@@ -631,6 +631,17 @@ def test_many_node_records_go_in_one_scontrol_and_one_already_gone_stops_none(en
     assert not [n for n in env.nodes() if n.startswith("spare-")]
 
 
+def test_the_state_volume_is_measured_where_slurmctld_saves_its_state(env):
+    """The operator's df of StateSaveLocation, through its SlurmControl on the controller host:
+    the image's df prints what state_volume.parse_df reads; a volume with room is no problem."""
+    from kubeslurm.reconcile.state_volume import state_volume_problem
+
+    usage = env.ctl.volume_usage(env.configs["slurm.conf"].split("StateSaveLocation=", 1)[1].split()[0])
+    assert 0 < usage.available_bytes <= usage.size_bytes, usage
+    # The native hosts' state directory is on this machine's disk: full only when that is.
+    assert state_volume_problem(usage, "ns/claim") is None, (usage, "this machine's disk is (nearly) full")
+
+
 def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
     """A pod that died without its preStop hook (power loss) and came back under its name:
     Slurm alone sees the same boot time and keeps the job RUNNING; the operator's verdict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.job_ledger import JobLedger, parse_runs, summarize
+from testbed.job_ledger import JobLedger, parse_runs, submitted_before, summarize
 
 SACCT = """\
 101|COMPLETED
@@ -49,6 +49,32 @@ def test_jobs_in_sacct_that_nobody_submitted_are_named():
     assert summary.line("story") == (
         "ledger of story: submitted 6, completed 3, requeued 3, lost 3 (103, 104, 106); "
         "in sacct but never submitted: 999")
+
+
+WITH_SUBMIT = """\
+37|NODE_FAIL|2026-12-03T17:38:01
+37|COMPLETED|2026-12-03T17:39:10
+41|REQUEUED|2026-12-03T17:41:00
+41|COMPLETED|2026-12-03T17:42:05
+44_0|COMPLETED|2026-12-03T17:41:30
+44_1|COMPLETED|2026-12-03T17:41:30
+"""
+
+
+def test_jobs_first_submitted_before_the_ledger_started_are_an_earlier_ledger_s():
+    # 37 was submitted by the test before (sacct lists it in this window); 41 was requeued in
+    # this one, which sets its Submit anew, but its first run counts.
+    assert submitted_before(WITH_SUBMIT, "2026-12-03T17:40:00") == {"37"}
+    assert submitted_before(WITH_SUBMIT, "2026-12-03T17:41:10") == {"37", "41"}
+    assert parse_runs(WITH_SUBMIT)["41"] == ["REQUEUED", "COMPLETED"]
+    ledger = JobLedger(sh=lambda script: WITH_SUBMIT)
+    ledger.started = "2026-12-03T17:40:00"
+    ledger.record("41")
+    ledger.record("44")
+    summary = ledger.summary()
+    assert (summary.submitted, summary.completed, summary.requeued, summary.unexpected) == (2, 2, 1, [])
+    ledger.started = "2026-12-03T17:30:00"  # 37 submitted after the ledger started: nobody's
+    assert ledger.summary().unexpected == ["37"]
 
 
 def test_a_job_not_bound_to_complete_is_neither_lost_nor_unexpected():

@@ -21,6 +21,7 @@ from .. import ownership
 from ..api import ManifestError, SlurmCluster, parse_object
 from ..metrics.operator_metrics import forget_cluster, timed_reconcile, timed_step
 from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects, ssh_host_key_secret
+from ..render.controller.statefulset import STATE_SAVE_LOCATION
 from ..render.errors import RenderError
 from ..render.k8s import naming
 from ..render.k8s.config_hash import config_hash_key
@@ -248,6 +249,10 @@ class ClusterReconciler:
             run.scheduler_statistics = run.slurm.scheduler_statistics()
         except SlurmCommandError as error:
             log.info("sdiag of %s failed: %s", run.cluster.metadata.name, error)
+        try:  # unmeasured, the last report of the state volume stands (state_volume.py)
+            run.state_volume = run.slurm.volume_usage(STATE_SAVE_LOCATION)
+        except SlurmCommandError as error:
+            log.info("df of %s's state volume failed: %s", run.cluster.metadata.name, error)
 
     def plan_scaling(self, run: Run) -> None:
         running = {

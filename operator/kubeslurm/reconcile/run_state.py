@@ -10,6 +10,7 @@ from ..api import NodeSet, SlurmCluster
 from ..metrics.sdiag import SchedulerStatistics
 from .scale_down import ScalePlan
 from .slurm_control import SlurmControl, SlurmJob, SlurmNode
+from .state_volume import StateVolumeProblem, VolumeUsage
 
 
 class StepFailed(Exception):
@@ -49,6 +50,10 @@ class Run:
     slurm_nodes: dict[str, SlurmNode] | None = None
     slurm_jobs: list[SlurmJob] | None = None
     scheduler_statistics: SchedulerStatistics | None = None  # sdiag, for the metrics only
+    # the controller's state volume as df sees it in the controller pod (None: not measured
+    # this time), and what SyncSlurm made of it (state_volume.py)
+    state_volume: VolumeUsage | None = None
+    state_volume_problem: StateVolumeProblem | None = None
     desired: list[dict] = field(default_factory=list)
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None

@@ -21,6 +21,7 @@ from ..render.config.accounting_commands import AssociationRemoval, SlurmAssocia
 from .bridge_plan import PlaceholderState
 from .job_allocation import JobAllocation, parse_job_allocation, parse_placeholder_lines
 from .slurm_hostlist import compress, expand
+from .state_volume import VolumeUsage, df_argv, parse_df
 
 OPERATOR_REASON_PREFIX = "kubeslurm:"
 # Job states that still hold a node's resources (squeue --states).
@@ -207,6 +208,14 @@ class SlurmControl:
     def scheduler_statistics(self) -> SchedulerStatistics:
         """slurmctld's scheduler statistics (`sdiag`): cycle times, depths, queue lengths."""
         return parse_sdiag(self._ok(["sdiag"]))
+
+    def volume_usage(self, path: str) -> VolumeUsage:
+        """Size and free space of the file system holding `path` in the controller pod (`df`):
+        not Slurm, but read where Slurm's state lives, through the same exec."""
+        try:
+            return parse_df(self._ok(df_argv(path), timeout=20))
+        except ValueError as error:
+            raise SlurmCommandError(str(error)) from None
 
     def job_counts(self) -> tuple[int, int]:
         return job_counts(self.jobs())

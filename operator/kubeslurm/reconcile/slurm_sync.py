@@ -1,6 +1,6 @@
 """Bring Slurm in line with the spec and with Kubernetes, through slurmctld.
 
-In order: accounts (sacctmgr, when spec.accounts changed; associations the spec dropped are
+In order: the state volume's room reported (state_volume.py), accounts (sacctmgr, when spec.accounts changed; associations the spec dropped are
 removed, see _apply_accounts), `scontrol reconfigure` once
 slurmctld runs a new configuration, topology reload when the registered nodes changed,
 the running-jobs label on busy slurmd pods, lost slurmd pods marked DOWN, drains for
@@ -29,6 +29,7 @@ from .lost_slurmd import lost_slurmd_actions
 from .node_health import health_actions
 from .replacement import replacements
 from .run_state import Run
+from .state_volume import reported_problem, state_volume_events, state_volume_problem
 
 
 def accounts_hash(cluster: SlurmCluster) -> str:
@@ -50,6 +51,7 @@ def sync_slurm(api: KubeApi, events: EventRecorder, run: Run) -> None:
             run.progressing.append("waiting for slurmctld to answer")
         return
     status = run.raw.get("status") or {}
+    _report_state_volume(events, run, status)
     _apply_accounts(events, run, status)
     _reconfigure(events, run, status)
     _refresh_topology(run, status)
@@ -58,6 +60,16 @@ def sync_slurm(api: KubeApi, events: EventRecorder, run: Run) -> None:
     _follow_kubernetes_node_health(events, run)
     _replace_unhealthy(api, events, run)
     _scale_down(events, run)
+
+
+def _report_state_volume(events: EventRecorder, run: Run, status: dict) -> None:
+    """A full (or nearly full) controller state volume: in Degraded (status.py) and, when that
+    changes, a Warning Event; a Normal one once there is room again. Unmeasured: as reported."""
+    previous = reported_problem(status.get("conditions", []))
+    claim = f"{run.cluster.metadata.namespace}/{naming.controller_state_claim(run.cluster.metadata.name)}"
+    run.state_volume_problem = state_volume_problem(run.state_volume, claim, previous)
+    for kind, reason, message in state_volume_events(previous, run.state_volume_problem, claim):
+        (events.warning if kind == "Warning" else events.normal)(run.raw, reason, message)
 
 
 def _apply_accounts(events: EventRecorder, run: Run, status: dict) -> None:

@@ -19,6 +19,7 @@ from .pod_problems import pod_problems
 from .run_state import NodeSetState, Run, StepFailed
 from .slurm_control import job_counts
 from .slurm_sync import accounts_hash
+from .state_volume import reported_problem
 
 # Kept from the last status while Slurm does not answer, or while a step fails.
 _SLURM_COUNTS = ("nodes", "idleNodes", "gpus", "runningJobs", "pendingJobs")
@@ -69,6 +70,10 @@ def cluster_status(run: Run, failure: StepFailed | None, old: dict) -> SlurmClus
         degraded = (failure.reason, f"step {failure.step}: {failure.message}")
     elif broken:
         degraded = ("NodeSetInvalid", "; ".join(s.error for s in broken))
+    else:
+        # Measured this run (SyncSlurm judged it), else the last report stands.
+        volume = run.state_volume_problem if run.slurm is not None else reported_problem(old.get("conditions", []))
+        degraded = (volume.reason, volume.message) if volume else None
     ready = failure is None and run.slurm is not None and not broken
     fields["conditions"] = conditions_for(
         old.get("conditions", []),

@@ -81,6 +81,11 @@ def sshd_command(cluster: SlurmCluster) -> list[str]:
         # and whose directories sshd's ownership checks would refuse); nothing under a home
         # directory is read, so those checks protect nothing here.
         "StrictModes": "no",
+        # OpenSSH >= 9.8 refuses for a while every connection from an address whose logins
+        # failed. Behind the login Service (kube-proxy's SNAT, a load balancer) all users can
+        # come from one address, so one user's wrong key could shut everyone out (suspected in
+        # e2e: "Connection reset" right after the refused-logins test). Keys only: nothing to guess.
+        "PerSourcePenalties": "no",
     }
     if uses_directory(cluster):
         options.update({
