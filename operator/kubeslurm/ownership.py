@@ -28,7 +28,8 @@ DATABASE = "database"
 LOGIN = "login"
 SLURMD = "slurmd"
 STORAGE = "storage"  # the shared file systems' claims (spec.storage)
-COMPONENTS = (CONTROLLER, ACCOUNTING, DATABASE, LOGIN, SLURMD, STORAGE)
+BRIDGE = "bridge"  # spec.bridge's device plugin on bridged nodes
+COMPONENTS = (CONTROLLER, ACCOUNTING, DATABASE, LOGIN, SLURMD, STORAGE, BRIDGE)
 
 
 def cluster_selector(cluster: str, component: str | None = None) -> str:
