@@ -30,13 +30,15 @@ import uuid
 
 import pytest
 
-from kubeslurm.ownership import POD
+from kubeslurm.ownership import CONFIG_MAP, POD, SLURM_CLUSTER
 from kubeslurm.reconcile.bridge_plan import BridgedPod, BridgePlan, PlaceholderState, plan_bridge
 from kubeslurm.reconcile.bridge_sync import BridgeAccess, sync_bridge
 from kubeslurm.reconcile.events import EventRecorder
 from kubeslurm.reconcile.kube_api import KubeApi, load_api_client
 from kubeslurm.render.bridge.placeholder_job import HOLD_DIR, PlaceholderRequest, hold_argv, release_argv
+from kubeslurm.render.bridge.placements import placements_config_map_name, read_placements
 from kubeslurm.render.config.accounting_commands import accounting_commands
+from testbed import REPO
 from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
 from tests.slurm.conftest import stopped_after
@@ -158,6 +160,12 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     model, cluster, control = bridge
     control_plane.kubectl("create", "namespace", "inference", check=False)
     kube = KubeApi(load_api_client(str(control_plane.kubeconfig_path)))
+    # The SlurmCluster as the API server has it: the placement record is owned by it (the
+    # garbage collector would remove a record whose owner does not exist).
+    control_plane.kubectl("create", "namespace", CLUSTER["metadata"]["namespace"], check=False)
+    control_plane.apply_crds(REPO / "crds")
+    stored = kube.get(SLURM_CLUSTER, "hpc", "bridge") or kube.create(CLUSTER)
+    model = model.model_copy(update={"metadata": model.metadata.model_copy(update={"uid": stored["metadata"]["uid"]})})
     access = BridgeAccess(kube, control, lambda node, argv: cluster.run(node, argv, check=False), EventRecorder(kube))
     slurmd_pods = [{"metadata": {"name": NODE}, "spec": {"nodeName": "node-a"}}]
 
@@ -167,6 +175,11 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     def pod(name):
         return kube.get(POD, "inference", name)
 
+    def recorded() -> dict[str, tuple[str, tuple[int, ...]]]:
+        """The placement record the device plugin reads: pod name -> (node, GPU indices)."""
+        found = kube.get(CONFIG_MAP, "hpc", placements_config_map_name("bridge"))
+        return {p.name: (p.kubernetes_node, p.gpu_indices) for p in read_placements((found or {}).get("data"))}
+
     first = kube.create(bridged_pod_manifest("server-0", gpus=2))
     assert [p.name for p in sync().submit] == ["server-0"]
     wait_for(lambda: sync() and (pod("server-0")["spec"].get("nodeName") == "node-a"), 60, "server-0 bound to node-a")
@@ -174,6 +187,7 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     assert cluster.run(NODE, ["test", "-e", f"{HOLD_DIR}/{job.job_id}"], check=False).returncode == 0
     indices = control.job_allocation(job.job_id).nodes[NODE].gpu_indices
     assert len(indices) == 2
+    assert recorded() == {"server-0": ("node-a", indices)}  # written before the Binding
     assert {e for e in _events(control_plane, "server-0") if e[1] != "SlurmPending"} == {
         ("Normal", "SlurmJobSubmitted",
          f"Slurm job {job.job_id} asks for 1 CPUs, 256 MiB and 2 GPUs as svc-serving, account serving"),
@@ -201,6 +215,7 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
              "server-1 bound once server-0 was gone")
     (later,) = [j for j in control.placeholder_jobs(["svc-serving"]) if j.pod_uid == second["metadata"]["uid"]]
     assert control.job_allocation(later.job_id).nodes[NODE].gpu_indices == (0, 1, 2, 3)
+    assert recorded() == {"server-1": ("node-a", (0, 1, 2, 3))}  # server-0's entry went with it
 
     # server-1's job is ended on Slurm's side (an admin's scancel, or preemption): the bridge deletes the pod
     control.cancel_placeholder(later.job_id)
@@ -210,6 +225,7 @@ def test_pods_get_jobs_are_bound_when_they_run_and_release_their_gpus_only_once_
     assert control.job_allocation(later.job_id).state == "COMPLETING"  # held while the pod terminates
     control_plane.kubectl("delete", "pod", "server-1", "-n", "inference", "--grace-period=0", "--force")
     wait_for(lambda: sync() is not None and not control.placeholder_jobs(["svc-serving"]), 60, "every placeholder gone")
+    assert recorded() == {}
     assert cluster.run(NODE, ["ls", "-A", HOLD_DIR]).stdout.strip() == ""
 
     # A pod no node of the partition can hold: sbatch refuses it; the pod says why, the pass

@@ -7,8 +7,9 @@ node of its job and the job, read again, still runs (otherwise its epilog may ha
 before the hold existed: the hold is removed and the pod waits for the next pass).
 
 Nothing is stored between passes; an action that fails is retried by the next pass, whose
-decision starts again from what Slurm and Kubernetes say. Not part of the operator's reconcile
-yet (docs/design/slurm-scheduled-pods.md, slice 2): the caller passes in its accesses.
+decision starts again from what Slurm and Kubernetes say. The operator runs it as the reconcile
+step SyncBridge (bridge_step.py), which passes in its accesses.
+A GPU pod's indices go into the placement record before its Binding (PlacementRecord).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from kubernetes.client.rest import ApiException
 
 from ..api import SlurmCluster
 from ..api.bridge import scheduler_name
-from ..ownership import POD
+from ..ownership import CONFIG_MAP, POD
 from ..render.bridge.placeholder_job import hold_argv, release_argv
+from ..render.bridge.placements import Placement, placement_data, placements_config_map, placements_config_map_name
 from ..render.bridge.pod_binding import PENDING_REASON, binding, pending_condition_patch
 from .bridge_plan import BridgedPod, BridgePlan, plan_bridge
 from .bridge_pods import bridged_pod, placeholder_request
@@ -72,6 +74,7 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
     jobs = access.slurm.placeholder_jobs(sorted({m.user for m in mappings.values()}))
     plan = plan_bridge(pods, jobs, kubernetes_nodes_of(slurmd_pods))
     failures: list[str] = []
+    record = PlacementRecord(access, cluster)
 
     def attempt(what: str, action: Callable[[], None]) -> None:
         try:
@@ -85,13 +88,14 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
         attempt(f"cancel job {job_id}", lambda: access.slurm.cancel_placeholder(job_id))
     for pod in plan.delete_pods:
         attempt(f"delete pod {pod.namespace}/{pod.name}", lambda: _delete(access, raw[pod.uid]))
+    attempt("prune the placement record", lambda: record.keep_only(set(raw)))
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pod in plan.submit:
         attempt(f"submit for pod {pod.namespace}/{pod.name}",
                 lambda: _submit(access, pod, raw[pod.uid], mappings[pod.namespace], now))
     for placement in plan.bind:
         attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}",
-                lambda: _hold_and_bind(access, placement, raw[placement.pod.uid]))
+                lambda: _hold_and_bind(access, placement, raw[placement.pod.uid], record))
     for pod, message in plan.pending:
         attempt(f"show why pod {pod.namespace}/{pod.name} waits", lambda: _show_pending(access, raw[pod.uid], message, now))
     if failures:
@@ -148,7 +152,33 @@ def _delete(access: BridgeAccess, raw_pod: dict) -> None:
     access.kube.delete(POD, meta["namespace"], meta["name"], uid=meta["uid"])
 
 
-def _hold_and_bind(access: BridgeAccess, placement, raw_pod: dict) -> None:
+class PlacementRecord:
+    """The GPU indices of each bound pod, for the kubeslurm device plugin (render/bridge/placements.py):
+    read once a pass, written only when it changes. An entry is written before its pod's
+    Binding (so the plugin never meets a bound GPU pod without one) and goes once the pod is
+    gone from the API."""
+
+    def __init__(self, access: BridgeAccess, cluster: SlurmCluster):
+        self.access, self.cluster = access, cluster
+        found = access.kube.get(CONFIG_MAP, cluster.metadata.namespace, placements_config_map_name(cluster.metadata.name))
+        self.data: dict[str, str] = dict((found or {}).get("data") or {})
+
+    def keep_only(self, pod_uids: set[str]) -> None:
+        kept = {uid: entry for uid, entry in self.data.items() if uid in pod_uids}
+        if kept != self.data:
+            self._write(kept)
+
+    def add(self, placement: Placement) -> None:
+        wanted = {**self.data, **placement_data([placement])}
+        if wanted != self.data:
+            self._write(wanted)
+
+    def _write(self, data: dict[str, str]) -> None:
+        self.access.kube.apply(placements_config_map(self.cluster, data))
+        self.data = data
+
+
+def _hold_and_bind(access: BridgeAccess, placement, raw_pod: dict, record: PlacementRecord) -> None:
     _on_each(access, placement.slurm_nodes, hold_argv(placement.job_id))
     allocation = access.slurm.job_allocation(placement.job_id)
     if allocation.state != "RUNNING":
@@ -156,7 +186,11 @@ def _hold_and_bind(access: BridgeAccess, placement, raw_pod: dict) -> None:
         _on_each(access, placement.slurm_nodes, release_argv(placement.job_id))
         return
     pod = placement.pod
-    access.kube.bind(pod.namespace, binding(pod.name, pod.uid, placement.kubernetes_node))
     gpus = {node: list(a.gpu_indices) for node, a in allocation.nodes.items() if a.gpu_indices}
+    if gpus:
+        # one pod, one node (pod groups are later): that node's indices are the pod's GPUs
+        indices = tuple(sorted(i for node in placement.slurm_nodes for i in gpus.get(node, ())))
+        record.add(Placement(pod.uid, pod.namespace, pod.name, placement.kubernetes_node, placement.job_id, indices))
+    access.kube.bind(pod.namespace, binding(pod.name, pod.uid, placement.kubernetes_node))
     access.tell(raw_pod, "BoundBySlurm", f"Slurm job {placement.job_id} runs on {', '.join(placement.slurm_nodes)}: "
                 f"bound to node {placement.kubernetes_node}" + (f", GPUs {gpus}" if gpus else ""))

@@ -52,3 +52,18 @@ def read_placements(data: dict[str, str] | None) -> list[Placement]:
         if _UID.match(uid) and all(i >= 0 for i in gpus):
             placements.append(placement)
     return placements
+
+
+def placements_config_map(cluster, data: dict[str, str]) -> dict:
+    """The record as applied (server-side, one field manager: a key left out is removed).
+
+    Owned by the SlurmCluster, and without the labels of the cluster's other objects: those
+    are pruned when not in desired_objects, and this one is written by the bridge's pass."""
+    from kubeslurm.render.k8s.metadata import owner_reference
+
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": placements_config_map_name(cluster.metadata.name), "namespace": cluster.metadata.namespace,
+                     "ownerReferences": [owner_reference(cluster)]},
+        "data": dict(sorted(data.items())),
+    }
