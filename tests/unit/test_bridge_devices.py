@@ -60,3 +60,18 @@ def test_any_other_allocation_is_refused_saying_why(waiting, requested, message)
     with pytest.raises(AllocationRefused) as refused:
         check(waiting, requested)
     assert message in str(refused.value)
+
+
+def test_the_record_is_owned_by_its_cluster_and_not_labelled_for_the_cluster_s_prune():
+    from kubeslurm.api import parse_object
+    from kubeslurm.render.bridge.placements import placements_config_map
+
+    from .manifests import contract_documents, set_path
+
+    cluster = parse_object(set_path(contract_documents()[0], "metadata.uid", A))
+    record = placements_config_map(cluster, placement_data([OTHER_NODE, SERVER]))
+    assert record["metadata"]["name"] == f"{cluster.metadata.name}-bridge-placements"
+    assert record["metadata"]["namespace"] == cluster.metadata.namespace
+    assert [o["uid"] for o in record["metadata"]["ownerReferences"]] == [A]
+    assert "labels" not in record["metadata"]  # the reconcile prunes labelled ConfigMaps it did not render
+    assert read_placements(record["data"]) == [SERVER, OTHER_NODE]
