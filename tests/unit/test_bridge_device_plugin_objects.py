@@ -86,3 +86,23 @@ def test_root_for_the_kubelet_s_folder_and_nothing_more():
 def test_a_device_folder_that_is_not_an_absolute_path_is_refused(device_dir):
     with pytest.raises(ValueError, match="absolute path"):
         device_plugin_objects(cluster(bridged()), image=IMAGE, device_dir=device_dir)
+
+
+@pytest.mark.parametrize("document, image, rendered_", [
+    (bridged(), IMAGE, True),
+    (bridged(), None, False),  # the operator does not know the plugin's image: nothing to run
+    (bridged(enabled=False), IMAGE, False),
+], ids=["bridge on, image known", "no image", "bridge off"])
+def test_the_operator_applies_the_plugin_last_when_the_bridge_is_on_and_it_knows_the_image(document, image, rendered_):
+    from kubeslurm.render.cluster_objects import desired_objects
+
+    from .manifests import contract_documents
+
+    _cluster, gpu_nodes, cpu_nodes = contract_documents()
+    node_sets = [parse_object(set_path(gpu_nodes, "metadata.uid", UID)), parse_object(set_path(cpu_nodes, "metadata.uid", UID))]
+    model = cluster(document)
+    objects = desired_objects(model, node_sets, database_password="pw", config_hash_key=b"k" * 32,
+                              device_plugin_image=image)
+    plugin = device_plugin_objects(model, image=IMAGE)
+    assert (objects[-len(plugin):] == plugin) is rendered_
+    assert any(o["kind"] == "DaemonSet" for o in objects) is rendered_

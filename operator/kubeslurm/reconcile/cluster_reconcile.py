@@ -51,9 +51,12 @@ log = logging.getLogger(__name__)
 class ClusterReconciler:
     def __init__(
         self, api: KubeApi, slurm_for: Callable[[SlurmCluster, dict | None], SlurmControl | None], events: EventRecorder,
-        slurmd_access: SlurmdAccess | None = None,
+        slurmd_access: SlurmdAccess | None = None, device_plugin_image: str | None = None,
     ):
         self.api = api
+        # spec.bridge's GPUs: `kubeslurm device-plugin` runs from this image (the operator's own,
+        # KUBESLURM_DEVICE_PLUGIN_IMAGE of its Deployment); None: its DaemonSet is not rendered.
+        self.device_plugin_image = device_plugin_image
         self.slurm_for = slurm_for
         self.events = events
         self.directory_checks = DirectoryChecks()
@@ -282,6 +285,7 @@ class ClusterReconciler:
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
                 unix_ids=run.unix_ids, directory_files=run.directory_files,
                 avoided_nodes=avoided_nodes(run.k8s_nodes, run.cluster.spec.node_health.drain_on_node_conditions),
+                device_plugin_image=self.device_plugin_image,
             )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None

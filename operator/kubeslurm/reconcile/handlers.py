@@ -56,7 +56,8 @@ class Runtime:
         self.api = KubeApi(api_client)
         self.events = EventRecorder(self.api, instance=os.environ.get("POD_NAME", "kubeslurm"))
         access = SlurmAccess(self.api, api_client)
-        self.reconciler = ClusterReconciler(self.api, access, self.events, slurmd_access=access.slurmd_runner)
+        self.reconciler = ClusterReconciler(self.api, access, self.events, slurmd_access=access.slurmd_runner,
+                                            device_plugin_image=os.environ.get("KUBESLURM_DEVICE_PLUGIN_IMAGE") or None)
 
     def wakeup(self, namespace: str, name: str) -> threading.Event:
         with self.lock:
