@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from kubeslurm.api.bridge import scheduler_name
+from kubeslurm.render.bridge.device_plugin import device_plugin_name
 from testbed.local_cluster.system_images import BUSYBOX_IMAGE
 from testbed.waiting import wait_for
 
@@ -119,6 +120,12 @@ def _sacct(login, job_id: str) -> tuple[str, str] | None:
 def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gone(login):
     kube = login.kube
     slurmd_node = login.pod(SLURMD)["spec"]["nodeName"]
+    # The in-cluster operator (helm, the chart's RBAC and image) deployed the GPU device plugin for
+    # the bridged cluster; no node is labelled kubeslurm.io/bridge here, so it runs nowhere.
+    plugin = wait_for(lambda: kube.get("daemonset", device_plugin_name(CLUSTER), "-n", NAMESPACE), 60,
+                      "the device plugin DaemonSet", interval=2)
+    assert [o["kind"] for o in plugin["metadata"]["ownerReferences"]] == ["SlurmCluster"]
+    assert (plugin.get("status") or {}).get("desiredNumberScheduled", 0) == 0
     kube.apply("\n---\n".join(yaml.safe_dump(d) for d in (_deployment("web"), _service("web"))))
 
     # Slurm places it: a job of the mapped account and user runs on cpu-0, and the pod is bound
