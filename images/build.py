@@ -137,7 +137,10 @@ IMAGES: dict[str, ImageSpec] = {
             env=[f"PATH=/opt/fake-gpu/bin:{CHROOT_PATH}", "PYTHONPATH=/opt/fake-gpu/lib/kubeslurm",
                  "KUBESLURM_CACHE=/opt/fake-gpu/stubs", "PYTHONUNBUFFERED=1"],
             tag_depths=(0,),  # the project's version from pyproject.toml
-            source=("testbed/local_cluster/fake_gpu",),
+            # the device-plugin protocol is kubeslurm's (operator/kubeslurm/device_plugin/protocol.py)
+            source=("testbed/local_cluster/fake_gpu", "operator/kubeslurm/__init__.py",
+                    "operator/kubeslurm/device_plugin/__init__.py", "operator/kubeslurm/device_plugin/protocol.py",
+                    "operator/kubeslurm/device_plugin/deviceplugin_v1beta1.proto"),
             needs_network=True,
         ),
         ImageSpec(
@@ -149,6 +152,8 @@ IMAGES: dict[str, ImageSpec] = {
             cmd=["run"],
             user="65532:65532",
             env=[f"PATH=/opt/kubeslurm/bin:{CHROOT_PATH}", "PYTHONUNBUFFERED=1",
+                 # the device plugin's gRPC stubs, generated at build time (setup.sh)
+                 "KUBESLURM_CACHE=/opt/kubeslurm/stubs",
                  # the Deployment mounts the root read-only; bytecode is compiled at build time
                  "PYTHONDONTWRITEBYTECODE=1", "HOME=/home/nonroot",
                  # freed memory can go back to the system (operator/kubeslurm/process_memory.py)

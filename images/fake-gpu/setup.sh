@@ -17,6 +17,8 @@ install -d "$lib/testbed/local_cluster"
 : > "$lib/testbed/__init__.py"
 : > "$lib/testbed/local_cluster/__init__.py"
 cp -r "$here/src/testbed/local_cluster/fake_gpu" "$lib/testbed/local_cluster/"
+# ... and the device-plugin protocol it imports from kubeslurm (only those files are in src).
+cp -r "$here/src/operator/kubeslurm" "$lib/kubeslurm"
 
 # The gRPC stubs are generated now, into the cache the plugin looks in at run time
 # (KUBESLURM_CACHE), so that grpcio-tools and its protoc need not ship.

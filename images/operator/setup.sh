@@ -10,8 +10,14 @@ venv=/opt/kubeslurm
 
 python3 -m venv "$venv"
 "$venv/bin/pip" install --no-cache-dir --disable-pip-version-check --no-warn-script-location \
-    "$here/src"
+    "$here/src[device-plugin]"
 "$venv/bin/kubeslurm" --help >/dev/null
+# `kubeslurm device-plugin` (spec.bridge's DaemonSet) speaks gRPC: its stubs are generated now,
+# into the cache it reads at run time (KUBESLURM_CACHE in the image), so protoc need not ship.
+KUBESLURM_CACHE=$venv/stubs "$venv/bin/python" -c \
+    'from kubeslurm.device_plugin.protocol import load_stubs; load_stubs()'
+"$venv/bin/pip" uninstall -y -q grpcio-tools setuptools
+KUBESLURM_CACHE=$venv/stubs "$venv/bin/kubeslurm" device-plugin --help >/dev/null
 # pip is not needed at run time: one less thing to patch in a running operator.
 "$venv/bin/pip" uninstall -y -q pip
 

@@ -91,6 +91,9 @@ grep -q '^session[[:space:]]\+optional[[:space:]]\+pam_mkhomedir\.so umask=0077$
 # Slurm's HealthCheckProgram (slurm.conf, spec.nodeHealth.check): checks the node's GPUs
 # and the site's script, and drains its own node when they fail. setup.sh's files sit next to it.
 install -o root -g root -m 0755 "$(dirname "$0")/health-check.sh" /usr/local/sbin/kubeslurm-health-check
+# Slurm's Epilog when spec.bridge is on: a placeholder job of a Slurm-scheduled pod stays
+# COMPLETING (its GPUs given to no one) until the operator removes its hold file.
+install -o root -g root -m 0755 "$(dirname "$0")/bridge-epilog.sh" /usr/local/sbin/kubeslurm-bridge-epilog
 
 # Containers as job steps (spec.slurm.containers): oci.conf's RunTimeRun. Slurm calls it as
 # the job's user with the step's bundle and container id; it runs crun rootless on a copy of

@@ -244,6 +244,17 @@ def command_run(args) -> int:
     return 0
 
 
+def command_device_plugin(args) -> int:
+    """The kubeslurm device plugin on one bridged node (its DaemonSet runs this)."""
+    from .device_plugin.server import run as run_device_plugin
+
+    if not args.node:
+        print("error: --node (or NODE_NAME, the downward API's spec.nodeName) is required", file=sys.stderr)
+        return 2
+    return run_device_plugin(cluster=args.cluster, namespace=args.namespace, kubernetes_node=args.node,
+                             device_dir=Path(args.device_dir), plugin_dir=Path(args.plugin_dir))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubeslurm", description="Slurm clusters on Kubernetes.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -274,6 +285,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", choices=["plain", "json"], default="plain")
     run.add_argument("--verbose", action="store_true")
     run.set_defaults(func=command_run)
+
+    plugin = sub.add_parser("device-plugin", help="serve kubeslurm.io/gpu to the kubelet: each GPU only to the pod "
+                                                  "Slurm allocated it to (spec.bridge)")
+    plugin.add_argument("--cluster", required=True, help="the SlurmCluster whose placement record to follow")
+    plugin.add_argument("--namespace", required=True, help="the SlurmCluster's namespace")
+    plugin.add_argument("--node", default=os.environ.get("NODE_NAME"), help="this Kubernetes node (default: $NODE_NAME)")
+    plugin.add_argument("--device-dir", default="/dev", help="where the node's nvidiaN device files are")
+    plugin.add_argument("--plugin-dir", default="/var/lib/kubelet/device-plugins", help="the kubelet's device-plugin folder")
+    plugin.set_defaults(func=command_device_plugin)
     return parser
 
 

@@ -28,7 +28,8 @@ DATABASE = "database"
 LOGIN = "login"
 SLURMD = "slurmd"
 STORAGE = "storage"  # the shared file systems' claims (spec.storage)
-COMPONENTS = (CONTROLLER, ACCOUNTING, DATABASE, LOGIN, SLURMD, STORAGE)
+BRIDGE = "bridge"  # spec.bridge's device plugin on bridged nodes
+COMPONENTS = (CONTROLLER, ACCOUNTING, DATABASE, LOGIN, SLURMD, STORAGE, BRIDGE)
 
 
 def cluster_selector(cluster: str, component: str | None = None) -> str:
@@ -73,12 +74,18 @@ EVENT = Kind("v1", "Event", "events")
 STATEFUL_SET = Kind("apps/v1", "StatefulSet", "statefulsets")
 POD_DISRUPTION_BUDGET = Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
 NETWORK_POLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
+# spec.bridge's device plugin (render/bridge/device_plugin.py): its DaemonSet and its access.
+SERVICE_ACCOUNT = Kind("v1", "ServiceAccount", "serviceaccounts")
+ROLE = Kind("rbac.authorization.k8s.io/v1", "Role", "roles")
+ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings")
+DAEMON_SET = Kind("apps/v1", "DaemonSet", "daemonsets")
 SLURM_CLUSTER = Kind("kubeslurm.io/v1alpha1", "SlurmCluster", "slurmclusters")
 NODE_SET_KIND = Kind("kubeslurm.io/v1alpha1", "NodeSet", "nodesets")
 
 # What render creates for a cluster, each owned (ownerReference) by the SlurmCluster or a NodeSet.
 OWNED_KINDS = (
     CONFIG_MAP, SECRET, SERVICE, PERSISTENT_VOLUME_CLAIM, STATEFUL_SET, POD_DISRUPTION_BUDGET, NETWORK_POLICY,
+    SERVICE_ACCOUNT, ROLE, ROLE_BINDING, DAEMON_SET,
 )
 # The owned kinds listed by label to find drift and leftovers. Secrets are not listed:
 # reading every Secret would need `list secrets` everywhere; ours have fixed names and
@@ -94,7 +101,8 @@ _BY_KIND = {
     k.kind: k
     for k in (
         CONFIG_MAP, SECRET, SERVICE, POD, PERSISTENT_VOLUME_CLAIM, NODE, EVENT, STATEFUL_SET,
-        POD_DISRUPTION_BUDGET, NETWORK_POLICY, SLURM_CLUSTER, NODE_SET_KIND,
+        POD_DISRUPTION_BUDGET, NETWORK_POLICY, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, DAEMON_SET, SLURM_CLUSTER,
+        NODE_SET_KIND,
     )
 }
 

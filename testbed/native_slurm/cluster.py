@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kubeslurm.api.bridge import BRIDGE_EPILOG
 from kubeslurm.api.node_health import HEALTH_CHECK_PROGRAM
 from testbed import REPO
 from testbed.native_slurm import leftovers
@@ -44,6 +45,7 @@ from testbed.native_slurm.slurm_conf import conf_value, slurmctld_host
 from testbed.processes import Supervisor
 
 HEALTH_CHECK_SOURCE = REPO / "images/slurm/health-check.sh"
+BRIDGE_EPILOG_SOURCE = REPO / "images/slurm/bridge-epilog.sh"
 
 
 @dataclass
@@ -320,11 +322,13 @@ class NativeSlurmCluster(SlurmDaemons):
             f.write_text(self.configs["slurmdbd.conf"])
             os.chown(f, SLURM_UID, SLURM_UID)
             f.chmod(0o600)
-        # What images/slurm/setup.sh installs beside the packages: the HealthCheckProgram.
-        check = up / HEALTH_CHECK_PROGRAM.lstrip("/")
-        check.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(HEALTH_CHECK_SOURCE, check)
-        check.chmod(0o755)
+        # What images/slurm/setup.sh installs beside the packages: the HealthCheckProgram and
+        # the bridge's Epilog.
+        for source, program in ((HEALTH_CHECK_SOURCE, HEALTH_CHECK_PROGRAM), (BRIDGE_EPILOG_SOURCE, BRIDGE_EPILOG)):
+            installed = up / program.lstrip("/")
+            installed.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, installed)
+            installed.chmod(0o755)
         spool = conf_value(self.configs["slurm.conf"], "SlurmdSpoolDir") or "/var/spool/slurmd"
         mkdir_owned(up, spool.replace("%n", h.name).replace("%h", h.name), 0)
         # What systemd's RuntimeDirectory= makes for the Debian units: each daemon

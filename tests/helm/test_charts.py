@@ -124,13 +124,17 @@ def test_operator_chart_rbac_for_watched_namespaces_is_namespaced(helm, tmp_path
 
 
 def test_operator_rbac_grants_no_verb_the_operator_does_not_use():
-    """Secrets are never listed, watched or deleted; status is patched, never read; nodes only read."""
+    """Secrets are never listed, watched or deleted; status is patched, never read; nodes only read;
+    bridged pods only bound and their status patched."""
     rules = {tuple(r["resources"]): set(r["verbs"]) for r in one(repo_documents("deploy/rbac.yaml"), "ClusterRole")["rules"]}
     assert rules[("secrets",)] == {"get", "create", "patch"}
     assert rules[("persistentvolumeclaims",)] == {"get", "create", "patch"}
     assert rules[("slurmclusters/status", "nodesets/status")] == {"patch"}
     assert rules[("nodes",)] == {"list", "watch"}
     assert rules[("events",)] == {"create"}
+    # Slurm-scheduled pods: placed through the Binding subresource, their wait said in status; nothing more
+    assert rules[("pods/binding",)] == {"create"}
+    assert rules[("pods/status",)] == {"patch"}
 
 
 def test_operator_chart_deployment_is_deploy_operator_by_default(helm):

@@ -95,6 +95,9 @@ def test_crds_install_and_print_columns(crds_installed):
 CLUSTER, GPU, CPU = documents_in("bad")
 LDAP_DIRECTORY = {"uris": ["ldap://ldap.example.org"], "searchBase": "dc=example,dc=org", "caCertificate": {"configMap": {"name": "ca"}}}
 
+# spec.bridge (issue 18): inference in namespace `inference`, charged to nlp as bob, on partition gpu
+BRIDGE = {"enabled": True, "namespaces": [{"namespace": "inference", "account": "nlp", "user": "bob", "partition": "gpu"}]}
+
 BAD_MANIFESTS = [
     ("preemption enum", CLUSTER, ["spec", "scheduling", "preemption"], "sometimes", "spec.scheduling.preemption"),
     ("decay half-life syntax", CLUSTER, ["spec", "scheduling", "fairShare", "decayHalfLife"], "a week", "spec.scheduling.fairShare.decayHalfLife"),
@@ -144,6 +147,19 @@ BAD_MANIFESTS = [
     ("podTemplate hostPath", GPU, ["spec", "podTemplate"], {"spec": {"volumes": [{"name": "r", "hostPath": {"path": "/"}}]}},
      'unknown field "spec.podTemplate.spec.volumes[0].hostPath"'),
     ("podTemplate malformed", GPU, ["spec", "podTemplate"], {"metadata": "oops"}, "spec.podTemplate.metadata"),
+    # issue 18: spec.bridge, refused by the CRD's patterns and rules
+    ("bridge account not in spec.accounts", CLUSTER, ["spec", "bridge"],
+     {**BRIDGE, "namespaces": [{**BRIDGE["namespaces"][0], "account": "serving"}]}, "must be one of spec.accounts"),
+    ("bridge partition not in spec.partitions", CLUSTER, ["spec", "bridge"],
+     {**BRIDGE, "namespaces": [{**BRIDGE["namespaces"][0], "partition": "fast"}]}, "must be one of spec.partitions"),
+    ("bridge on without namespaces", CLUSTER, ["spec", "bridge"], {"enabled": True}, "needs at least one entry in bridge.namespaces"),
+    ("bridge namespace syntax", CLUSTER, ["spec", "bridge"],
+     {**BRIDGE, "namespaces": [{**BRIDGE["namespaces"][0], "namespace": "Inference"}]}, "spec.bridge.namespaces[0].namespace"),
+    ("bridge user injection", CLUSTER, ["spec", "bridge"],
+     {**BRIDGE, "namespaces": [{**BRIDGE["namespaces"][0], "user": "bob --uid=root"}]}, "spec.bridge.namespaces[0].user"),
+    ("bridge namespace twice", CLUSTER, ["spec", "bridge"],
+     {**BRIDGE, "namespaces": [BRIDGE["namespaces"][0], {**BRIDGE["namespaces"][0], "account": "vision", "user": "alice"}]},
+     "Duplicate value"),
     # issue 12: shared storage paths and sources, refused by the CRD's rules
     ("storage home under /etc", CLUSTER, ["spec", "storage"], {"home": {"mountPath": "/etc/homes", "nfs": {"server": "a", "path": "/x"}}},
      "the Slurm image owns those"),
@@ -196,6 +212,13 @@ def test_bad_manifests_are_refused_by_kubectl_apply(crds_installed, namespace, d
     result = crds_installed.kubectl("apply", "-f", "-", input=as_yaml([bad]), check=False)
     assert result.returncode != 0, f"accepted: {bad}"
     assert expected in result.stderr, result.stderr
+
+
+def test_a_bridged_cluster_is_accepted_by_kubectl_apply(crds_installed, namespace):
+    bridged = changed(CLUSTER, ["spec", "bridge"], BRIDGE)
+    bridged["metadata"]["namespace"] = namespace
+    result = crds_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=as_yaml([bridged]))
+    assert "slurmcluster.kubeslurm.io/research created (server dry run)" in result.stdout, result.stdout
 
 
 def test_contract_manifest_creates_the_expected_objects(operator, control_plane, namespace):

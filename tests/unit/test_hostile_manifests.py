@@ -70,6 +70,8 @@ FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.nodeHealth", {"check": {"nodeStates"
 FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.qos", [{"name": "high", "preempt": ["low"], "limits": {"maxJobTime": "1:00:00"}},
                                                    {"name": "low"}])
 FULL_CLUSTER = set_path(set_path(FULL_CLUSTER, "spec.accounts.0.qos", ["low"]), "spec.accounts.0.defaultQOS", "low")
+FULL_CLUSTER = set_path(FULL_CLUSTER, "spec.bridge", {"enabled": True, "namespaces": [
+    {"namespace": "inference", "account": "vision", "user": "alice", "qos": "low", "partition": "gpu"}]})
 EXTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database", EXTERNAL_DATABASE)
 INTERNAL_CLUSTER = set_path(CLUSTER, "spec.accounting.database.internal",
                             {"size": "2Gi", "storageClassName": "fast", "image": "example.org/mariadb:11"})
@@ -176,6 +178,11 @@ STRING_FIELDS = [
     ("account-qos", [FULL_CLUSTER], "spec.accounts.0.qos.0", "low", "spec.accounts[0].qos[0]"),
     ("account-default-qos", [FULL_CLUSTER], "spec.accounts.0.defaultQOS", "low", "spec.accounts[0].defaultQOS"),
     ("partition", [FULL_CLUSTER], "spec.partitions.0.name", "gpu", "spec.partitions[0].name"),
+    ("bridge-namespace", [FULL_CLUSTER], "spec.bridge.namespaces.0.namespace", "inference", "spec.bridge.namespaces[0].namespace"),
+    ("bridge-account", [FULL_CLUSTER], "spec.bridge.namespaces.0.account", "vision", "spec.bridge.namespaces[0].account"),
+    ("bridge-user", [FULL_CLUSTER], "spec.bridge.namespaces.0.user", "alice", "spec.bridge.namespaces[0].user"),
+    ("bridge-qos", [FULL_CLUSTER], "spec.bridge.namespaces.0.qos", "low", "spec.bridge.namespaces[0].qos"),
+    ("bridge-partition", [FULL_CLUSTER], "spec.bridge.namespaces.0.partition", "gpu", "spec.bridge.namespaces[0].partition"),
     ("partition-node-set", [FULL_CLUSTER], "spec.partitions.0.nodeSets.0", "h100", "spec.partitions[0].nodeSets[0]"),
     ("max-time", [FULL_CLUSTER], "spec.partitions.0.maxTime", "1-00:00:00", "spec.partitions[0].maxTime"),
     ("default-time", [FULL_CLUSTER], "spec.partitions.0.defaultTime", "1:00:00", "spec.partitions[0].defaultTime"),

@@ -92,7 +92,28 @@ order, as deploy/rbac.yaml (a test compares them), which says which code needs e
 - apiGroups: [""]
   resources: [pods/exec]
   verbs: [create, get]
-# reconcile/events.py posts Events about our objects
+# Slurm-scheduled pods (spec.bridge; reconcile/bridge_sync.py): bound to the node of their
+# Slurm job (create pods/binding, as kube-scheduler does) and told why they wait (PodScheduled,
+# patch pods/status). Their namespaces must be watched too (watchNamespaces)
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+# spec.bridge's device plugin (render/bridge/device_plugin.py): its DaemonSet, ServiceAccount,
+# and a Role to get the placement record, bound to it; applied and read by name (get), never
+# listed or deleted by us (garbage collection, with the SlurmCluster)
+- apiGroups: [apps]
+  resources: [daemonsets]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create, patch]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, create, patch]
+# reconcile/events.py posts Events about our objects and bridged pods
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .base import KubeModel, SubfieldError
+from .bridge import BridgeSpec
 from .conditions import CONDITIONS_LIST, Condition
 from .names import (
     ANNOTATION_VALUE_PATTERN,
@@ -405,6 +406,11 @@ class SlurmClusterSpec(KubeModel):
     node_health: NodeHealthSpec = Field(
         default_factory=NodeHealthSpec, description="Health checks that drain a bad node (README: Node health)."
     )
+    bridge: BridgeSpec = Field(
+        default_factory=BridgeSpec,
+        description="Kubernetes pods that Slurm schedules (schedulerName kubeslurm-<cluster>): which namespaces, "
+                    "charged to which account, user, QOS and partition. Off by default; in development.",
+    )
     slurm_conf: dict[
         Annotated[str, Field(max_length=64), *matching(SLURM_CONF_KEY_PATTERN, SLURM_CONF_KEY_HELP)],
         Annotated[str, Field(min_length=1, max_length=1024), *matching(SLURM_CONF_VALUE_PATTERN, SLURM_CONF_VALUE_HELP)],
@@ -429,6 +435,16 @@ class SlurmClusterSpec(KubeModel):
                     "rule": "!has(self.accounting) || !has(self.accounting.enabled) || self.accounting.enabled"
                     " || !has(self.scheduling) || !has(self.scheduling.preemption) || self.scheduling.preemption != 'qos'",
                     "message": "preemption: qos needs accounting.enabled: true (QOS live in slurmdbd)",
+                },
+                {
+                    "rule": "!has(self.bridge) || !has(self.bridge.namespaces) || self.bridge.namespaces.all(n,"
+                    " has(self.accounts) && self.accounts.exists(a, a.name == n.account))",
+                    "message": "every bridge.namespaces[].account must be one of spec.accounts",
+                },
+                {
+                    "rule": "!has(self.bridge) || !has(self.bridge.namespaces) || self.bridge.namespaces.all(n,"
+                    " !has(n.partition) || (has(self.partitions) && self.partitions.exists(p, p.name == n.partition)))",
+                    "message": "every bridge.namespaces[].partition must be one of spec.partitions",
                 },
             ]
         }
@@ -463,6 +479,7 @@ class SlurmClusterSpec(KubeModel):
             repeated = sorted({n for n in names if names.count(n) > 1})
             if repeated:
                 raise ValueError(f"{field_name} names must be unique, repeated: {repeated}")
+        self._bridge_mapping_is_declared()
         # Slurm reads keys case-insensitively: two spellings of one key would be two lines for one setting.
         by_lower: dict[str, str] = {}
         for key in self.slurm_conf:
@@ -470,6 +487,23 @@ class SlurmClusterSpec(KubeModel):
             if first != key:
                 raise SubfieldError(f"slurmConf.{key}", f"repeats {first} (Slurm reads keys without regard to case): keep one")
         return self
+
+    def _bridge_mapping_is_declared(self) -> None:
+        """Each bridged namespace names an account, user, QOS and partition this spec declares,
+        so a placeholder job can never be refused by Slurm for an association nobody made."""
+        accounts = {a.name: a for a in self.accounts}
+        partitions = {p.name for p in self.partitions}
+        for index, mapping in enumerate(self.bridge.namespaces):
+            where = f"bridge.namespaces[{index}]"
+            account = accounts.get(mapping.account)
+            if account is None:
+                raise SubfieldError(f"{where}.account", f"{mapping.account!r} is not in spec.accounts: declare it there")
+            if mapping.user not in account.users:
+                raise SubfieldError(f"{where}.user", f"{mapping.user!r} is not a user of account {account.name!r}: add it to its users")
+            if mapping.qos is not None and mapping.qos not in (account.qos or [BUILTIN_QOS]):
+                raise SubfieldError(f"{where}.qos", f"{mapping.qos!r} is not among account {account.name!r}'s qos: add it there")
+            if mapping.partition is not None and mapping.partition not in partitions:
+                raise SubfieldError(f"{where}.partition", f"{mapping.partition!r} is not in spec.partitions")
 
 
 class AppliedAccount(KubeModel):

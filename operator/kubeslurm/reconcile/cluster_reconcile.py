@@ -29,6 +29,7 @@ from ..render.k8s.name_collisions import name_collisions, object_label
 from ..render.k8s.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
+from .bridge_step import BridgeStep, SlurmdAccess
 from .directory_settings import read_directory_settings
 from .directory_users import DirectoryChecks, check_directory_users
 from .events import EventRecorder
@@ -49,12 +50,18 @@ log = logging.getLogger(__name__)
 
 class ClusterReconciler:
     def __init__(
-        self, api: KubeApi, slurm_for: Callable[[SlurmCluster, dict | None], SlurmControl | None], events: EventRecorder
+        self, api: KubeApi, slurm_for: Callable[[SlurmCluster, dict | None], SlurmControl | None], events: EventRecorder,
+        slurmd_access: SlurmdAccess | None = None, device_plugin_image: str | None = None,
     ):
         self.api = api
+        # spec.bridge's GPUs: `kubeslurm device-plugin` runs from this image (the operator's own,
+        # KUBESLURM_DEVICE_PLUGIN_IMAGE of its Deployment); None: its DaemonSet is not rendered.
+        self.device_plugin_image = device_plugin_image
         self.slurm_for = slurm_for
         self.events = events
         self.directory_checks = DirectoryChecks()
+        # None: no exec into slurmd pods (tests without them); the bridge then does nothing
+        self.sync_bridge = BridgeStep(api, events, slurmd_access)
 
     # ---- entry point -------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> Run | None:
@@ -77,6 +84,7 @@ class ClusterReconciler:
             ("Prune", lambda run: prune_undesired(self.api, self.events, run)),
             ("SyncSlurm", lambda run: sync_slurm(self.api, self.events, run)),
             ("CheckDirectoryUsers", lambda run: check_directory_users(self.events, self.directory_checks, run)),
+            ("SyncBridge", self.sync_bridge),  # Slurm-scheduled pods; nothing unless spec.bridge.enabled
         ]
         with timed_reconcile(namespace, name):
             try:
@@ -277,6 +285,7 @@ class ClusterReconciler:
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
                 unix_ids=run.unix_ids, directory_files=run.directory_files,
                 avoided_nodes=avoided_nodes(run.k8s_nodes, run.cluster.spec.node_health.drain_on_node_conditions),
+                device_plugin_image=self.device_plugin_image,
             )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None

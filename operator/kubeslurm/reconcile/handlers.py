@@ -17,6 +17,7 @@ import kopf
 
 from .. import ownership
 from ..api import GROUP, VERSION
+from ..api.bridge import scheduler_name
 from ..metrics.operator_metrics import CLUSTERS, PENDING_WAKEUPS, forget_cluster
 from ..process_memory import return_free_memory
 from .cluster_reconcile import ClusterReconciler
@@ -36,6 +37,7 @@ AGAIN_SOON_SECONDS = 1.0  # after a run that left the next step to the next run 
 UNWATCHED_INPUT_STEPS = frozenset({"EnsureSecrets", "ReadDirectorySettings", "CheckStorage"})
 UNWATCHED_RETRY_SECONDS = 10.0
 MANAGED = {ownership.MANAGED_BY: ownership.MANAGER}
+SCHEDULER_PREFIX = scheduler_name("")  # "kubeslurm-": schedulerName of a pod Slurm schedules
 
 
 class Runtime:
@@ -53,7 +55,9 @@ class Runtime:
         api_client = load_api_client(kubeconfig)
         self.api = KubeApi(api_client)
         self.events = EventRecorder(self.api, instance=os.environ.get("POD_NAME", "kubeslurm"))
-        self.reconciler = ClusterReconciler(self.api, SlurmAccess(self.api, api_client), self.events)
+        access = SlurmAccess(self.api, api_client)
+        self.reconciler = ClusterReconciler(self.api, access, self.events, slurmd_access=access.slurmd_runner,
+                                            device_plugin_image=os.environ.get("KUBESLURM_DEVICE_PLUGIN_IMAGE") or None)
 
     def wakeup(self, namespace: str, name: str) -> threading.Event:
         with self.lock:
@@ -77,6 +81,14 @@ class Runtime:
                 self.loops[(namespace, name)] = left
         if not left:
             forget_cluster(namespace, name)
+
+    def nudge_named(self, name: str) -> None:
+        """Every running cluster called `name`, whatever its namespace: a bridged pod names its
+        cluster (schedulerName kubeslurm-<name>) but lives in a namespace of its own."""
+        with self.lock:
+            for (namespace, cluster), wakeup in self.wakeups.items():
+                if cluster == name and (namespace, cluster) in self.loops:
+                    wakeup.set()
 
     def pending_wakeups(self) -> int:
         with self.lock:
@@ -198,3 +210,20 @@ def kubernetes_node_changed(**_):
             wakeup.set()
 
 
+
+
+def _asks_a_kubeslurm_scheduler(value, **_) -> bool:
+    return isinstance(value, str) and value.startswith(SCHEDULER_PREFIX)
+
+
+@kopf.on.event("", "v1", "pods", field="spec.schedulerName", value=_asks_a_kubeslurm_scheduler, id="bridged-pods")
+def bridged_pod_changed(spec, **_):
+    """A pod Slurm schedules (spec.bridge) appeared, changed or went: its cluster looks at once.
+
+    kopf opens one watch per resource and namespace and hands each event to every pod handler,
+    so this adds no watch and no decoding to the owned-pods one above; the filter is a string
+    compare. (kopf's filters are client-side: a field selector on the watch would need a watch
+    of its own, and the owned-pods watch must see every pod of ours anyway.) Whether the pod's
+    namespace is bridged is decided by the reconcile, which reads the mapping.
+    """
+    RUNTIME.nudge_named(spec["schedulerName"][len(SCHEDULER_PREFIX):])

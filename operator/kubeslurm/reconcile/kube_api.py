@@ -14,7 +14,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from ..metrics.operator_metrics import API_READS, API_WRITES
-from ..ownership import Kind, kind_of
+from ..ownership import POD, Kind, kind_of
 
 FIELD_MANAGER = "kubeslurm"
 log = logging.getLogger(__name__)
@@ -83,8 +83,9 @@ class KubeApi:
                 return None
             raise
 
-    def list(self, kind: Kind, namespace: str | None, label_selector: str | None = None) -> list[dict]:
-        query = {"labelSelector": label_selector} if label_selector else None
+    def list(self, kind: Kind, namespace: str | None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict]:
+        query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
         items = self._call("GET", kind.collection_path(namespace), query=query, counted=(namespace, kind, "list"))["items"]
         # Items of a list carry no apiVersion/kind; put them back so they compare like GETs.
         for item in items:
@@ -131,3 +132,14 @@ class KubeApi:
     def merge_patch(self, kind: Kind, namespace: str | None, name: str, patch: dict) -> dict:
         return self._call("PATCH", kind.object_path(namespace, name), body=patch, content_type="application/merge-patch+json",
                           counted=(namespace, kind, "patch"))
+
+    def bind(self, namespace: str, binding: dict) -> None:
+        """POST the pod's Binding (pods/binding): what a scheduler does to place a pod."""
+        name = binding["metadata"]["name"]
+        self._call("POST", POD.object_path(namespace, name) + "/binding", body=binding,
+                   counted=(namespace, POD, "bind"))
+
+    def patch_pod_status(self, namespace: str, name: str, patch: dict) -> None:
+        """A strategic-merge patch of pods/status (conditions merge by type)."""
+        self._call("PATCH", POD.object_path(namespace, name) + "/status", body=patch,
+                   content_type="application/strategic-merge-patch+json", counted=(namespace, POD, "patch-status"))

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..metrics.sdiag import SchedulerStatistics, parse_sdiag
+from ..render.bridge.placeholder_job import PlaceholderRequest, sbatch_argv, scancel_argv, squeue_placeholders_argv
 from ..render.config.accounting_commands import AssociationRemoval, SlurmAssociations
+from .bridge_plan import PlaceholderState
+from .job_allocation import JobAllocation, parse_job_allocation, parse_placeholder_lines
 from .slurm_hostlist import compress, expand
 from .state_volume import VolumeUsage, df_argv, parse_df
 
@@ -180,6 +183,27 @@ class SlurmControl:
         """Every job slurmctld holds, with its state, start time and nodes: one squeue call."""
         out = self._ok(["env", "SLURM_TIME_FORMAT=%s", "squeue", "--noheader", "--all", f"--format={SQUEUE_FORMAT}"])
         return [parse_job_line(line) for line in out.splitlines() if line.strip()]
+
+    # The bridge's placeholder jobs (render/bridge/placeholder_job.py, docs/design/slurm-scheduled-pods.md).
+    def submit_placeholder(self, request: PlaceholderRequest) -> str:
+        """The job id of a new placeholder job for one pod."""
+        out = self._ok(sbatch_argv(request)).strip()
+        job_id = out.split(";")[0]  # --parsable: "<id>" or "<id>;<cluster>"
+        if not job_id.isdigit():
+            raise SlurmCommandError(f"sbatch printed {out[:200]!r}, not a job id")
+        return job_id
+
+    def cancel_placeholder(self, job_id: str) -> None:
+        """Ends the job; with a hold file its resources stay held until the pod is gone."""
+        self._ok(scancel_argv(job_id))
+
+    def placeholder_jobs(self, users: list[str]) -> list[PlaceholderState]:
+        """Every placeholder job of the bridge's users, with its state, pod UID and nodes: one squeue."""
+        return parse_placeholder_lines(self._ok(squeue_placeholders_argv(users)))
+
+    def job_allocation(self, job_id: str) -> JobAllocation:
+        """The job's state and, once it runs, each node's CPUs, memory and GPU indices."""
+        return parse_job_allocation(self._ok(["scontrol", "--details", "show", "job", str(int(job_id))]))
 
     def scheduler_statistics(self) -> SchedulerStatistics:
         """slurmctld's scheduler statistics (`sdiag`): cycle times, depths, queue lengths."""

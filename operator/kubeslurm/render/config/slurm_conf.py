@@ -3,6 +3,7 @@
 import re
 
 from kubeslurm.api import NodeSet, SlurmCluster
+from kubeslurm.api.bridge import BRIDGE_EPILOG
 from kubeslurm.api.node_health import HEALTH_CHECK_PROGRAM
 from kubeslurm.render.config.templates import render_template
 from kubeslurm.render.errors import RenderError
@@ -127,6 +128,12 @@ def _user_overrides(cluster: SlurmCluster, tunables: dict[str, str]) -> dict[str
                 field,
                 f"{owned} is set by the operator; change {OWNED_KEYS[owned]} instead, and remove this key",
             )
+        if key.lower() in {k.lower() for k in bridge_settings(cluster)}:
+            raise RenderError(
+                _object_name(cluster), field,
+                f"{key} is set by the operator while spec.bridge is enabled (it holds a bridged pod's GPUs "
+                "until the pod is gone); remove this key or turn the bridge off",
+            )
         if "\n" in value or "\r" in value or not value.strip():
             raise RenderError(_object_name(cluster), field, "the value must be one non-empty line")
         merged.pop(by_lower.get(key.lower(), key), None)
@@ -189,6 +196,12 @@ def health_check_settings(cluster: SlurmCluster) -> dict[str, str]:
     }
 
 
+def bridge_settings(cluster: SlurmCluster) -> dict[str, str]:
+    """The Epilog that holds a placeholder job's resources until its pod is gone; none when
+    spec.bridge is off (a site's own Epilog in spec.slurmConf then stays possible)."""
+    return {"Epilog": BRIDGE_EPILOG} if cluster.spec.bridge.enabled else {}
+
+
 def render_slurm_conf(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
     spec = cluster.spec
     by_name = {ns.metadata.name: ns for ns in node_sets}
@@ -223,6 +236,7 @@ def render_slurm_conf(cluster: SlurmCluster, node_sets: list[NodeSet]) -> str:
         accounting_host=naming.accounting_address(cluster.metadata.name) if spec.accounting.enabled else None,
         topology_plugin=None if spec.topology is None else f"topology/{spec.topology.plugin}",
         health_check=health_check_settings(cluster),
+        bridge=bridge_settings(cluster),
         tunables=_user_overrides(cluster, tunables),
         node_sets=[
             {"name": ns.metadata.name, "max_replicas": ns.spec.max_replicas}

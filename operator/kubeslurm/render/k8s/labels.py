@@ -6,6 +6,7 @@ for the life of a pod: the cluster, the component and (slurmd) the NodeSet.
 
 from kubeslurm.ownership import (  # noqa: F401  (the keys, for render's users)
     ACCOUNTING,
+    BRIDGE,
     CLUSTER,
     COMPONENT,
     COMPONENTS,

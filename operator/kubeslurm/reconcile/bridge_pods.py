@@ -1,0 +1,77 @@
+"""A Slurm-scheduled pod as the bridge sees it: its state, and what its placeholder job asks for.
+
+Pure functions of the pod object as the API server returns it. The job asks for what the
+kubelet will reserve for the pod: per resource, the larger of the sum over its containers and
+the largest init container (Kubernetes' effective request), CPUs rounded up to whole CPUs
+(Slurm allocates whole CPUs), memory rounded up to MiB, GPUs from `kubeslurm.io/gpu`.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+from ..api.bridge import BridgedNamespace
+from ..api.quantity import parse_quantity
+from ..render.bridge.placeholder_job import PlaceholderRequest
+from .bridge_plan import BridgedPod
+
+GPU_RESOURCE = "kubeslurm.io/gpu"
+MEBIBYTE = Decimal(2) ** 20
+
+
+def _requests(container: dict) -> dict:
+    resources = container.get("resources") or {}
+    # Extended resources may be given as limits only; the API server then copies them to requests.
+    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+
+
+def effective_requests(pod: dict) -> dict[str, Decimal]:
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        for name, value in _requests(container).items():
+            total[name] = total.get(name, Decimal(0)) + parse_quantity(value)
+    for container in spec.get("initContainers") or []:
+        for name, value in _requests(container).items():
+            total[name] = max(total.get(name, Decimal(0)), parse_quantity(value))
+    return total
+
+
+def placeholder_request(pod: dict, mapping: BridgedNamespace) -> PlaceholderRequest:
+    """The job of POD under its namespace's MAPPING. ValueError says what the pod must set."""
+    requests = effective_requests(pod)
+    if "memory" not in requests:
+        raise ValueError("set resources.requests.memory on the pod's containers: Slurm allocates memory per job")
+    gpus = requests.get(GPU_RESOURCE, Decimal(0))
+    if gpus != gpus.to_integral_value():
+        raise ValueError(f"{GPU_RESOURCE} must be a whole number")
+    meta = pod["metadata"]
+    return PlaceholderRequest(
+        namespace=meta["namespace"], pod_name=meta["name"], pod_uid=meta["uid"],
+        account=mapping.account, user=mapping.user, qos=mapping.qos, partition=mapping.partition,
+        cpus=max(1, math.ceil(requests.get("cpu", Decimal(1)))),
+        memory_mib=max(1, math.ceil(requests["memory"] / MEBIBYTE)),
+        gpus=int(gpus),
+    )
+
+
+def bridged_pod(pod: dict, mapping: BridgedNamespace) -> BridgedPod:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    try:
+        gpus = placeholder_request(pod, mapping).gpus
+        problem = None
+    except ValueError as error:
+        gpus, problem = 0, f"not scheduled by Slurm: {error}"
+    return BridgedPod(
+        namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
+        node_name=spec.get("nodeName") or None,
+        deleting=bool(meta.get("deletionTimestamp")),
+        finished=status.get("phase") in ("Succeeded", "Failed"),
+        pending_message=scheduled.get("message") if scheduled.get("status") == "False" else None,
+        problem=problem,
+        gpus=gpus,
+        # The kubelet allocates devices when it admits a pod, and reports containers right after.
+        admitted=bool(status.get("containerStatuses")) or status.get("phase") in ("Running", "Succeeded", "Failed"),
+    )

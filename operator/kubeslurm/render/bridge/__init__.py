@@ -1,0 +1,1 @@
+"""What kubeslurm asks of Slurm for a Kubernetes pod that Slurm schedules (spec.bridge)."""

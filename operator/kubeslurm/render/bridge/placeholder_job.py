@@ -1,0 +1,125 @@
+"""The placeholder job of a Slurm-scheduled pod: its sbatch, scancel, hold and release commands.
+
+A pod with `schedulerName: kubeslurm-<cluster>` becomes one batch job that asks Slurm for the
+pod's CPUs, memory and GPUs, charged to its namespace's account, user, QOS and partition
+(spec.bridge). Its batch step only sleeps: the job exists to hold the allocation while the pod
+uses it. When the job ends for any reason, slurmd runs the bridge Epilog
+(images/slurm/bridge-epilog.sh), which keeps the job COMPLETING, and its node closed to new
+allocations, for as long as the job's hold file exists; the operator writes that file before it
+binds the pod and removes it once the pod is gone. So Slurm never hands the pod's GPUs to
+another job while the pod may still run on them.
+
+Every function is pure and returns argv (never a shell string); every value that reaches an
+argv is checked against a pattern here, whatever the caller checked before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kubeslurm.api.names import DNS_SUBDOMAIN_PATTERN, NAMESPACE_PATTERN, SLURM_NAME_PATTERN, UNIX_USER_PATTERN
+
+# Root-owned, on the slurmd pod: the Epilog waits while <job id> exists here.
+HOLD_DIR = "/run/kubeslurm/bridge/holds"
+# The batch step holds the allocation and does nothing else: a constant, never built from a pod.
+PLACEHOLDER_SCRIPT = "exec sleep infinity"
+# squeue/sacct show it; the operator finds a pod's job by it (with the pod's UID in the comment).
+JOB_NAME_PREFIX = "kubeslurm-pod:"
+COMMENT_PREFIX = "kubeslurm.io/pod-uid="
+_UID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_JOB_ID_PATTERN = r"^[1-9][0-9]{0,9}$"
+
+
+@dataclass(frozen=True)
+class PlaceholderRequest:
+    """What one pod asks of Slurm and on whose behalf (its namespace's spec.bridge mapping)."""
+    namespace: str
+    pod_name: str
+    pod_uid: str
+    account: str
+    user: str
+    cpus: int
+    memory_mib: int
+    gpus: int = 0
+    qos: str | None = None
+    partition: str | None = None
+
+
+def _checked(value: str, pattern: str, what: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(pattern, value):
+        raise ValueError(f"{what} {value!r} does not match {pattern}")
+    return value
+
+
+def _job_id(job_id: str) -> str:
+    return _checked(str(job_id), _JOB_ID_PATTERN, "Slurm job id")
+
+
+def job_name(namespace: str, pod_name: str) -> str:
+    return f"{JOB_NAME_PREFIX}{namespace}/{pod_name}"
+
+
+def sbatch_argv(request: PlaceholderRequest) -> list[str]:
+    """sbatch, run as root on the controller, submitting the placeholder as the mapped user.
+
+    One node, one task with the pod's CPUs; --no-requeue because a pod whose job ended is
+    evicted and its controller (Deployment, Job) makes a new pod with a new job; output to
+    /dev/null because the step prints nothing and the service user may have no home."""
+    r = request
+    _checked(r.namespace, NAMESPACE_PATTERN, "namespace")
+    _checked(r.pod_name, DNS_SUBDOMAIN_PATTERN, "pod name")
+    _checked(r.pod_uid, _UID_PATTERN, "pod uid")
+    _checked(r.account, SLURM_NAME_PATTERN, "account")
+    _checked(r.user, UNIX_USER_PATTERN, "user")
+    for what, count, least in (("cpus", r.cpus, 1), ("memory_mib", r.memory_mib, 1), ("gpus", r.gpus, 0)):
+        if not isinstance(count, int) or isinstance(count, bool) or count < least:
+            raise ValueError(f"{what} must be an integer of at least {least}, not {count!r}")
+    argv = [
+        "sbatch", "--parsable",
+        f"--uid={r.user}", f"--account={r.account}",
+        f"--job-name={job_name(r.namespace, r.pod_name)}", f"--comment={COMMENT_PREFIX}{r.pod_uid}",
+        "--nodes=1", "--ntasks=1", f"--cpus-per-task={r.cpus}", f"--mem={r.memory_mib}M",
+    ]
+    if r.gpus:
+        argv.append(f"--gres=gpu:{r.gpus}")
+    if r.qos is not None:
+        argv.append(f"--qos={_checked(r.qos, SLURM_NAME_PATTERN, 'qos')}")
+    if r.partition is not None:
+        argv.append(f"--partition={_checked(r.partition, SLURM_NAME_PATTERN, 'partition')}")
+    return [*argv, "--no-requeue", "--chdir=/", "--output=/dev/null", f"--wrap={PLACEHOLDER_SCRIPT}"]
+
+
+# One line per job: id|state|nodes|reason|name|comment; the two free-text fields last and
+# matched in full by PLACEHOLDER_LINE, so a job that is not a placeholder never reads as one.
+SQUEUE_PLACEHOLDER_FORMAT = "%i|%T|%N|%r|%j|%k"
+
+
+def squeue_placeholders_argv(users: list[str]) -> list[str]:
+    """The jobs of the bridge's users (spec.bridge.namespaces[].user), every partition."""
+    names = sorted({_checked(u, UNIX_USER_PATTERN, "user") for u in users})
+    if not names:
+        raise ValueError("no bridge user to list jobs of")
+    return ["squeue", "--noheader", "--all", f"--user={','.join(names)}", f"--format={SQUEUE_PLACEHOLDER_FORMAT}"]
+
+
+def scancel_argv(job_id: str) -> list[str]:
+    """Cancel the placeholder (pod deleted): its resources stay held until release_argv runs."""
+    return ["scancel", _job_id(job_id)]
+
+
+def hold_path(job_id: str) -> str:
+    return f"{HOLD_DIR}/{_job_id(job_id)}"
+
+
+def hold_argv(job_id: str) -> list[str]:
+    """Run as root in the slurmd container of every node of the job, before the pod is bound:
+    from then on the job's end waits for release_argv. (`install -D` makes the root-owned
+    directories on first use.)"""
+    return ["install", "-D", "-m", "0600", "/dev/null", hold_path(job_id)]
+
+
+def release_argv(job_id: str) -> list[str]:
+    """Run as root in the same containers once the pod is gone: the Epilog returns, Slurm frees
+    the job's CPUs, memory and GPUs."""
+    return ["rm", "-f", hold_path(job_id)]

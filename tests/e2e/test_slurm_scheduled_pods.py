@@ -1,0 +1,179 @@
+"""Slurm-scheduled pods, end to end (spec.bridge, docs/design/slurm-scheduled-pods.md): an
+application team's Deployment, in a namespace the cluster admin mapped to a Slurm account, is
+placed by Slurm as a job of that account, not by kube-scheduler.
+
+Its own SlurmCluster (examples/demo.yaml's cpu NodeSet with one 1-CPU slurmd pod, a `serving`
+account, the bridge mapping namespace e2e-bridge-apps to it) in its own namespace. The pods are
+busybox's httpd, which every node of the local cluster has. What a user sees is what is checked:
+squeue and sacct in the login pod, `kubectl describe pod`, the pod's node, its Service.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from kubeslurm.api.bridge import scheduler_name
+from kubeslurm.render.bridge.device_plugin import device_plugin_name
+from testbed.local_cluster.system_images import BUSYBOX_IMAGE
+from testbed.waiting import wait_for
+
+from .workload_clusters import CLUSTER, LOGIN, demo_variant
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "e2e-bridge"
+APPS = "e2e-bridge-apps"  # the bridged namespace: an application team's, not the cluster's
+ACCOUNT, USER = "serving", "svc-web"
+SLURMD = "cpu-0"
+
+
+def _bridged_cpu_cluster(documents: list[dict]) -> list[dict]:
+    for document in documents:
+        if document["kind"] == "SlurmCluster":
+            spec = document["spec"]
+            spec["partitions"] = [{"name": "cpu", "nodeSets": ["cpu"], "default": True}]
+            spec["accounts"].append({"name": ACCOUNT, "shares": 10, "users": [USER]})
+            spec["bridge"] = {"enabled": True,
+                              "namespaces": [{"namespace": APPS, "account": ACCOUNT, "user": USER, "partition": "cpu"}]}
+    return [d for d in documents if d["kind"] != "NodeSet" or d["metadata"]["name"] == "cpu"]
+
+
+def _pod_spec(app: str) -> dict:
+    # 100m and 32Mi fit beside the slurmd pod on its Kubernetes node (the kubelet admits by
+    # requests); Slurm rounds the CPU up to 1, which is all cpu-0 has: a second such pod waits.
+    return {
+        "schedulerName": scheduler_name(CLUSTER),
+        "terminationGracePeriodSeconds": 5,
+        "containers": [{
+            "name": "web", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+            "command": ["sh", "-c", f"mkdir -p /www && echo {app} on $(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www"],
+            "ports": [{"containerPort": 8080}],
+            "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"memory": "32Mi"}},
+        }],
+    }
+
+
+def _deployment(name: str) -> dict:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": APPS},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": _pod_spec(name)}}}
+
+
+def _service(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": APPS},
+            "spec": {"selector": {"app": name}, "ports": [{"port": 8080, "targetPort": 8080}]}}
+
+
+@pytest.fixture(scope="module")
+def login(kube, operator):
+    client, _local = kube
+    client.run("delete", "namespace", APPS, "--ignore-not-found", "--timeout=300s")
+    client.ensure_namespace(APPS)
+    try:
+        with demo_variant(client, NAMESPACE, _bridged_cpu_cluster) as researcher:
+            yield researcher
+    finally:
+        client.run("delete", "namespace", APPS, "--ignore-not-found", "--wait=false", check=False)
+
+
+def _pods(kube, app: str) -> list[dict]:
+    return kube.get("pods", "-n", APPS, "-l", f"app={app}")["items"]
+
+
+def _one_pod(kube, app: str) -> dict | None:
+    pods = [p for p in _pods(kube, app) if not p["metadata"].get("deletionTimestamp")]
+    return pods[0] if len(pods) == 1 else None
+
+
+def _running_on_a_node(kube, app: str) -> dict | None:
+    pod = _one_pod(kube, app)
+    ready = pod and any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+    return pod if ready else None
+
+
+def _as_admin(login, argv: list[str]) -> str:
+    """A Slurm command as root in the login pod: an admin sees every user's jobs."""
+    return login.kube.exec(NAMESPACE, LOGIN, "login", argv).stdout
+
+
+def _jobs(login, pod: dict) -> list[dict]:
+    """The pod's placeholder jobs as Slurm lists them (squeue): id, state, account, user, node, reason."""
+    name = f"kubeslurm-pod:{APPS}/{pod['metadata']['name']}"
+    out = _as_admin(login, ["squeue", "-h", "-a", "-t", "all", "-n", name, "-o", "%i|%T|%a|%u|%N|%r"])
+    keys = ("id", "state", "account", "user", "nodes", "reason")
+    return [dict(zip(keys, line.split("|"))) for line in out.splitlines() if line.strip()]
+
+
+def _sacct(login, job_id: str) -> tuple[str, str] | None:
+    """(account, state) of the job in the accounting database; None until slurmdbd has it."""
+    out = _as_admin(login, ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "Account,State"]).strip()
+    if not out:
+        return None
+    account, state = out.splitlines()[0].split("|")
+    return account, state.split()[0]
+
+
+def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gone(login):
+    kube = login.kube
+    slurmd_node = login.pod(SLURMD)["spec"]["nodeName"]
+    # The in-cluster operator (helm, the chart's RBAC and image) deployed the GPU device plugin for
+    # the bridged cluster; no node is labelled kubeslurm.io/bridge here, so it runs nowhere.
+    plugin = wait_for(lambda: kube.get("daemonset", device_plugin_name(CLUSTER), "-n", NAMESPACE), 60,
+                      "the device plugin DaemonSet", interval=2)
+    assert [o["kind"] for o in plugin["metadata"]["ownerReferences"]] == ["SlurmCluster"]
+    assert (plugin.get("status") or {}).get("desiredNumberScheduled", 0) == 0
+    kube.apply("\n---\n".join(yaml.safe_dump(d) for d in (_deployment("web"), _service("web"))))
+
+    # Slurm places it: a job of the mapped account and user runs on cpu-0, and the pod is bound
+    # to the Kubernetes node of cpu-0's slurmd pod; kube-scheduler never touched it.
+    web = wait_for(lambda: _running_on_a_node(kube, "web"), 240, "the web Deployment's pod Ready", interval=2)
+    assert web["spec"]["nodeName"] == slurmd_node, (web["spec"]["nodeName"], slurmd_node)
+    (job,) = _jobs(login, web)
+    assert job["state"] == "RUNNING" and job["account"] == ACCOUNT and job["user"] == USER and job["nodes"] == SLURMD, job
+    wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "RUNNING"), 60, f"sacct: job {job['id']} running, account {ACCOUNT}",
+             interval=2)
+    events = kube.run("get", "events", "-n", APPS, "--field-selector", f"involvedObject.name={web['metadata']['name']}",
+                      "-o", "custom-columns=R:.reason,S:.source.component", "--no-headers").stdout
+    assert "SlurmJobSubmitted" in events and "BoundBySlurm" in events and "Scheduled" not in events.split(), events
+
+    # It answers through its Service, from the login pod.
+    url = f"http://web.{APPS}.svc:8080/"
+    answer = wait_for(lambda: login.sh(f"python3 -c \"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).read().decode())\"",
+                                       check=False).strip() or None, 60, "the web Service answering", interval=2)
+    assert answer == f"web on {web['metadata']['name']}", answer
+
+    # A second pod does not fit (cpu-0 has one CPU, Slurm gives the first all of it): it waits,
+    # and `kubectl describe pod` says why, in Slurm's words.
+    kube.apply(yaml.safe_dump(_deployment("batch-api")))
+
+    def waiting_with_reason():
+        pod = _one_pod(kube, "batch-api")
+        jobs = pod and _jobs(login, pod)
+        if not jobs or jobs[0]["state"] != "PENDING":
+            return None
+        condition = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
+        said = re.fullmatch(rf"Slurm job {jobs[0]['id']} pending: (Resources|Priority)", condition.get("message", ""))
+        return (pod, jobs[0], condition["message"]) if said and condition["status"] == "False" else None
+
+    second, second_job, message = wait_for(waiting_with_reason, 120, "the second pod pending in Slurm, with the reason shown",
+                                           interval=2)
+    assert not second["spec"].get("nodeName")
+    described = kube.run("describe", "pod", "-n", APPS, second["metadata"]["name"]).stdout
+    assert re.search(r"PodScheduled\s+False", described), described
+    assert re.search(rf"SlurmPending\s+.*{re.escape(message)}", described), described  # the Events of describe
+
+    # Scaling web to zero deletes its pod: its job is cancelled, held until the pod is gone, then
+    # ended; the second pod's job starts and the pod is bound and runs on cpu-0's node.
+    kube.run("scale", "deployment", "web", "-n", APPS, "--replicas=0")
+    started = wait_for(lambda: _running_on_a_node(kube, "batch-api"), 180, "the second pod Ready once the first is gone",
+                       interval=2)
+    assert started["metadata"]["uid"] == second["metadata"]["uid"]
+    assert started["spec"]["nodeName"] == slurmd_node
+    assert not _pods(kube, "web"), "the first pod is gone before the second was bound"
+    wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "CANCELLED"), 60, f"sacct: job {job['id']} cancelled", interval=2)
+    (running,) = _jobs(login, started)
+    assert running["id"] == second_job["id"] and running["state"] == "RUNNING" and running["nodes"] == SLURMD, running

@@ -1,0 +1,90 @@
+"""The bridge's decision (reconcile/bridge_plan.py): from one listing of pods and one of
+placeholder jobs, what to submit, bind, cancel, delete and release."""
+
+import pytest
+
+from kubeslurm.reconcile.bridge_plan import BridgedPod, Binding, BridgePlan, PlaceholderState, plan_bridge
+
+NODES = {"gpu-0": "node-a", "gpu-1": "node-b"}  # slurmd pod (= Slurm node) -> Kubernetes node
+POD = BridgedPod("inference", "server-0", "uid-0")
+BOUND = BridgedPod("inference", "server-0", "uid-0", node_name="node-a")
+
+
+def job(state, uid="uid-0", job_id="7", nodes=("gpu-0",), reason="None"):
+    return PlaceholderState(job_id, state, uid, nodes if state != "PENDING" else (), reason)
+
+
+def pod(**change):
+    return BridgedPod(**{**POD.__dict__, **change})
+
+
+CASES = [
+    # (id, pods, jobs, expected plan)
+    ("new pod: submitted", [POD], [], BridgePlan(submit=[POD])),
+    ("a pod that cannot be asked for: its problem shown, nothing submitted", [pod(problem="set memory")], [],
+     BridgePlan(pending=[(pod(problem="set memory"), "set memory")])),
+    ("its problem shown already: nothing", [pod(problem="set memory", pending_message="set memory")], [], BridgePlan()),
+    ("waiting: Slurm's reason shown", [POD], [job("PENDING", reason="Resources")],
+     BridgePlan(pending=[(POD, "Slurm job 7 pending: Resources")])),
+    ("waiting, reason already shown: nothing", [pod(pending_message="Slurm job 7 pending: Resources")],
+     [job("PENDING", reason="Resources")], BridgePlan()),
+    ("running: bound to the slurmd pod's node", [POD], [job("RUNNING")],
+     BridgePlan(bind=[Binding(POD, "7", ("gpu-0",), "node-a")])),
+    ("running and bound: nothing", [BOUND], [job("RUNNING")], BridgePlan()),
+    ("running, slurmd pod not placed: wait", [POD], [job("RUNNING", nodes=("gpu-9",))], BridgePlan()),
+    ("bound elsewhere than its allocation: deleted", [BOUND], [job("RUNNING", nodes=("gpu-1",))],
+     BridgePlan(delete_pods=[BOUND])),
+    ("bound, job preempted (completing): pod deleted, GPUs kept", [BOUND], [job("COMPLETING")],
+     BridgePlan(delete_pods=[BOUND])),
+    ("bound, job gone: pod deleted", [BOUND], [], BridgePlan(delete_pods=[BOUND])),
+    ("bound, job ended long ago: pod deleted", [BOUND], [job("CANCELLED")], BridgePlan(delete_pods=[BOUND])),
+    ("pod deleting, job running: cancelled", [pod(node_name="node-a", deleting=True)], [job("RUNNING")],
+     BridgePlan(cancel=["7"])),
+    ("pod deleting, job completing: still held", [pod(node_name="node-a", deleting=True)], [job("COMPLETING")],
+     BridgePlan()),
+    ("pod finished, job completing: released", [pod(node_name="node-a", deleting=True, finished=True)],
+     [job("COMPLETING")], BridgePlan(release=[("7", ("gpu-0",))])),
+    ("pod gone, job completing: released", [], [job("COMPLETING")], BridgePlan(release=[("7", ("gpu-0",))])),
+    ("pod gone, job running (orphan): cancelled", [], [job("RUNNING")], BridgePlan(cancel=["7"])),
+    ("pod gone, job pending (orphan): cancelled", [], [job("PENDING")], BridgePlan(cancel=["7"])),
+    ("pod gone, job ended: nothing", [], [job("COMPLETED")], BridgePlan()),
+    ("unbound pod deleting, job pending: cancelled", [pod(deleting=True)], [job("PENDING")], BridgePlan(cancel=["7"])),
+    ("never bound, job ended early: released, no new job until it leaves squeue",
+     [POD], [job("COMPLETING")], BridgePlan(release=[("7", ("gpu-0",))])),
+    ("two jobs for one pod: the newer is cancelled", [POD],
+     [job("PENDING", job_id="9"), job("PENDING", job_id="7")],
+     BridgePlan(cancel=["9"], pending=[(POD, "Slurm job 7 pending: None")])),
+    ("one GPU pod admitting per node: the second waits",
+     [pod(gpus=1, node_name="node-a"), pod(uid="uid-1", name="server-1", gpus=1)],
+     [job("RUNNING", job_id="7"), job("RUNNING", uid="uid-1", job_id="8")], BridgePlan()),
+    ("once the first is admitted, the second is bound",
+     [pod(gpus=1, node_name="node-a", admitted=True), pod(uid="uid-1", name="server-1", gpus=1)],
+     [job("RUNNING", job_id="7"), job("RUNNING", uid="uid-1", job_id="8")],
+     BridgePlan(bind=[Binding(pod(uid="uid-1", name="server-1", gpus=1), "8", ("gpu-0",), "node-a")])),
+    ("two GPU pods running on one node: one bound per pass",
+     [pod(gpus=1), pod(uid="uid-1", name="server-1", gpus=1)],
+     [job("RUNNING", job_id="7"), job("RUNNING", uid="uid-1", job_id="8")],
+     BridgePlan(bind=[Binding(pod(gpus=1), "7", ("gpu-0",), "node-a")])),
+    ("CPU-only pods are bound together; another node's GPU pod too",
+     [pod(), pod(uid="uid-1", name="server-1"), pod(uid="uid-2", name="server-2", gpus=1, node_name="node-a"),
+      pod(uid="uid-3", name="server-3", gpus=2)],
+     [job("RUNNING", job_id="7"), job("RUNNING", uid="uid-1", job_id="8"), job("RUNNING", uid="uid-2", job_id="9"),
+      job("RUNNING", uid="uid-3", job_id="10", nodes=("gpu-1",))],
+     BridgePlan(bind=[Binding(pod(), "7", ("gpu-0",), "node-a"),
+                      Binding(pod(uid="uid-1", name="server-1"), "8", ("gpu-0",), "node-a"),
+                      Binding(pod(uid="uid-3", name="server-3", gpus=2), "10", ("gpu-1",), "node-b")])),
+    ("a multi-node job for one pod: cancelled", [POD], [job("RUNNING", nodes=("gpu-0", "gpu-1"))],
+     BridgePlan(cancel=["7"])),
+]
+
+
+@pytest.mark.parametrize("pods,jobs,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_plan(pods, jobs, expected):
+    assert plan_bridge(pods, jobs, NODES) == expected
+
+
+def test_the_plan_of_a_settled_bridge_is_empty_and_repeatable():
+    pods = [BOUND, pod(uid="uid-1", name="server-1", pending_message="Slurm job 8 pending: Priority")]
+    jobs = [job("RUNNING"), job("PENDING", uid="uid-1", job_id="8", reason="Priority")]
+    assert plan_bridge(pods, jobs, NODES).empty
+    assert plan_bridge(pods, jobs, NODES) == plan_bridge(list(reversed(pods)), list(reversed(jobs)), NODES)

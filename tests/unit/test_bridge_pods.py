@@ -1,0 +1,73 @@
+"""A Slurm-scheduled pod read by the bridge (reconcile/bridge_pods.py): its state and its job's size."""
+
+import pytest
+
+from kubeslurm.api.bridge import BridgedNamespace
+from kubeslurm.reconcile.bridge_plan import BridgedPod
+from kubeslurm.reconcile.bridge_pods import bridged_pod, placeholder_request
+
+MAPPING = BridgedNamespace(namespace="inference", account="serving", user="svc-serving", partition="gpu")
+UID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+
+def pod(containers, init=(), **extra):
+    return {"metadata": {"namespace": "inference", "name": "server-0", "uid": UID, **extra.get("metadata", {})},
+            "spec": {"schedulerName": "kubeslurm-research", "containers": list(containers),
+                     "initContainers": list(init), **extra.get("spec", {})},
+            "status": extra.get("status", {"phase": "Pending"})}
+
+
+def container(requests=None, limits=None):
+    return {"name": "c", "image": "x", "resources": {k: v for k, v in (("requests", requests), ("limits", limits)) if v}}
+
+
+@pytest.mark.parametrize(
+    "containers,init,expected",
+    [
+        ([container({"cpu": "2", "memory": "4Gi"})], [], (2, 4096, 0)),
+        ([container({"cpu": "500m", "memory": "100M"})], [], (1, 96, 0)),  # rounded up: whole CPUs, MiB
+        ([container({"cpu": "1", "memory": "1Gi"}), container({"cpu": "1500m", "memory": "512Mi"})], [], (3, 1536, 0)),
+        ([container({"memory": "1Gi"}, {"kubeslurm.io/gpu": "2"})], [], (1, 1024, 2)),  # GPUs as limits only
+        ([container({"cpu": "1", "memory": "1Gi"})], [container({"cpu": "4", "memory": "256Mi"})], (4, 1024, 0)),
+    ],
+)
+def test_the_job_asks_for_what_the_kubelet_reserves(containers, init, expected):
+    request = placeholder_request(pod(containers, init), MAPPING)
+    assert (request.cpus, request.memory_mib, request.gpus) == expected
+    assert (request.account, request.user, request.partition, request.qos, request.pod_uid) == \
+        ("serving", "svc-serving", "gpu", None, UID)
+
+
+def test_a_pod_without_memory_is_shown_why_and_not_submitted():
+    seen = bridged_pod(pod([container({"cpu": "1"})]), MAPPING)
+    assert seen.problem == "not scheduled by Slurm: set resources.requests.memory on the pod's containers: " \
+                           "Slurm allocates memory per job"
+
+
+@pytest.mark.parametrize(
+    "extra,expected",
+    [
+        ({}, BridgedPod("inference", "server-0", UID)),
+        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Pending"}},
+         BridgedPod("inference", "server-0", UID, node_name="node-a")),
+        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Pending", "containerStatuses": [
+            {"name": "server", "state": {"waiting": {"reason": "ContainerCreating"}}}]}},
+         BridgedPod("inference", "server-0", UID, node_name="node-a", admitted=True)),
+        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Running"}},
+         BridgedPod("inference", "server-0", UID, node_name="node-a", admitted=True)),
+        ({"metadata": {"deletionTimestamp": "2026-12-03T17:00:00Z"}, "spec": {"nodeName": "node-a"},
+          "status": {"phase": "Running"}},
+         BridgedPod("inference", "server-0", UID, node_name="node-a", deleting=True, admitted=True)),
+        ({"spec": {"nodeName": "node-a"}, "status": {"phase": "Failed"}},
+         BridgedPod("inference", "server-0", UID, node_name="node-a", finished=True, admitted=True)),
+        ({"status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "SlurmPending", "message": "Slurm job 7 pending: Resources"}]}},
+         BridgedPod("inference", "server-0", UID, pending_message="Slurm job 7 pending: Resources")),
+    ],
+)
+def test_the_pods_state(extra, expected):
+    assert bridged_pod(pod([container({"memory": "1Gi"})], **extra), MAPPING) == expected
+
+
+def test_a_gpu_pod_says_how_many_it_asks_for():
+    assert bridged_pod(pod([container({"memory": "1Gi"}, {"kubeslurm.io/gpu": "2"})]), MAPPING).gpus == 2
