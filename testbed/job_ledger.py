@@ -129,10 +129,11 @@ class JobLedger:
     def _adopt_unanswered(self, sacct_output: str) -> None:
         """Records the jobs that unanswered submissions made after all (found by their names)."""
         with self._lock:
-            if not self._unanswered:
-                return
+            names = set(self._unanswered)
             known = set(self._jobs) | set(self._others)
-        for job in sorted(jobs_named(sacct_output, self._unanswered) - known, key=_job_order):
+        if not names:
+            return
+        for job in sorted(jobs_named(sacct_output, names) - known, key=_job_order):
             self.record(job)
 
     def sacct_runs(self) -> dict[str, list[str]]:
