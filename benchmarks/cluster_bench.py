@@ -36,7 +36,7 @@ import yaml  # noqa: E402
 from benchmarks import job_throughput  # noqa: E402
 from benchmarks.figures import Figure, dump, table  # noqa: E402
 from kubeslurm import ownership  # noqa: E402
-from benchmarks.startup_timeline import describe, pod_stages, startup_timeline  # noqa: E402
+from benchmarks.startup_timeline import at, describe, pod_stages, startup_timeline  # noqa: E402
 from testbed import deployment  # noqa: E402
 from testbed.deployment import OPERATOR_NAMESPACE, OPERATOR_RELEASE  # noqa: E402
 from testbed.kubectl import Kube  # noqa: E402
@@ -238,8 +238,6 @@ def figures(report: dict) -> list[Figure]:
 
 
 def _stages(t: dict) -> str:
-    def at(value: float | None) -> str:
-        return "-" if value is None else f"+{value:.0f} s"
     return (f"{at(t['ready'])} (created {at(t['created'])}, scheduled {at(t['scheduled'])}, "
             f"started {at(t['started'])})")
 

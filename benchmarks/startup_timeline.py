@@ -76,10 +76,13 @@ def startup_timeline(pods: list[dict], applied_at: datetime) -> list[ComponentTi
     return sorted(timeline, key=lambda t: (t.ready is None, t.ready or 0.0, t.component))
 
 
+def at(value: float | None) -> str:
+    """A stage's time for people: `+4 s`, or `-` when it was not reached."""
+    return "-" if value is None else f"+{value:.0f} s"
+
+
 def describe(timeline: list[ComponentTimes]) -> str:
     """One line per component: `slurmd (3 pods): created +2 s, scheduled +2 s, started +9 s, Ready +14 s`."""
-    def at(value: float | None) -> str:
-        return "-" if value is None else f"+{value:.0f} s"
     return "\n".join(f"{t.component} ({t.pods} pod{'s' if t.pods != 1 else ''}): " +
                      ", ".join(f"{stage if stage != 'ready' else 'Ready'} {at(getattr(t, stage))}" for stage in STAGES)
                      for t in timeline)
