@@ -265,6 +265,19 @@ class NativeSlurmCluster(SlurmDaemons):
         self._start_host(self.hosts[name])
         self._start_slurmd(node)
 
+    def restart_slurmd(self, name: str, command: Sequence[str] = ("slurmd",)) -> None:
+        """What a slurmd container that crashed looks like: slurmd and every job step of node
+        NAME killed at once (SIGKILL), the host (the pod, its files and /run) kept, and slurmd
+        started again through `command` (the container's command, e.g. a script that execs
+        slurmd with the arguments that follow it)."""
+        node = next((n for n in self.nodes if n.name == name), None)
+        if node is None:
+            raise NativeSlurmError(f"{name} is not a node of this cluster")
+        # Inside the host's PID namespace: the supervisor's record is the nsenter wrapper.
+        self.run(name, "pkill -KILL -x slurmd; pkill -KILL -x slurmstepd; true")
+        self.supervisor.stop(node=name, grace=5)  # reaps and forgets the wrapper
+        self._start_slurmd(node, command)
+
     # ------------------------------------------------------------ network and hosts
 
     def _check_network(self) -> None:

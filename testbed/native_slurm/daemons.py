@@ -123,13 +123,13 @@ class SlurmDaemons:
         self._wait(ok, timeout, f"cluster {self.cluster_name} in slurmdbd (sacctmgr show cluster)",
                    ["slurmctld", "slurmdbd"])
 
-    def _start_slurmd(self, n: NodeSpec) -> None:
+    def _start_slurmd(self, n: NodeSpec, command: Sequence[str] = ("slurmd",)) -> None:
         # As the slurmd pods run it (render/slurmd/statefulset.py): -N names the node
         # before slurmd has a config, so SlurmdSpoolDir's %n is the same when slurmd
         # re-executes itself on `scontrol reconfigure`. Without -N, 24.11 caches the
         # fetched configs in /var/spool/slurmd//conf-cache and the re-executed slurmd
         # waits forever for /var/spool/slurmd/<node>/conf-cache/slurm.conf.
-        self._start_daemon(n.name, n.name, ["slurmd", "-D", "-v", "-Z", "-N", n.name,
+        self._start_daemon(n.name, n.name, [*command, "-D", "-v", "-Z", "-N", n.name,
                                             "--conf-server", self.controller, "--conf", n.conf])
 
     # ------------------------------------------------------------ queries for tests

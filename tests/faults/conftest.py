@@ -180,6 +180,41 @@ def bed(slurm_cluster, kube):
     return bed
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    setattr(item, "rep_" + rep.when, rep)
+    return rep
+
+
+@pytest.fixture(autouse=True)
+def state_on_failure(request, kube):
+    """A fault test that failed prints what Slurm, the operator and slurmctld said at that moment:
+    a timeout alone ("job 1 not COMPLETED") does not tell a held job from a DOWN node."""
+    yield
+    report = getattr(request.node, "rep_call", None) or getattr(request.node, "rep_setup", None)
+    if report is None or not report.failed:
+        return
+    client, _local = kube
+    print("\n--- state after the failure ---", flush=True)
+    for title, argv in (
+        ("sinfo -R", ["exec", "-n", NAMESPACE, LOGIN, "-c", "login", "--", "sinfo", "-R", "-o", "%N|%T|%E"]),
+        ("squeue", ["exec", "-n", NAMESPACE, LOGIN, "-c", "login", "--", "squeue", "-a", "-o", "%i|%T|%r|%S|%N"]),
+        ("jobs", ["exec", "-n", NAMESPACE, LOGIN, "-c", "login", "--", "scontrol", "show", "job", "--oneliner"]),
+        ("slurmctld log", ["logs", "-n", NAMESPACE, CONTROLLER, "-c", "slurmctld", "--tail", "80"]),
+        ("operator log", ["logs", "-n", deployment.OPERATOR_NAMESPACE, f"deploy/{deployment.OPERATOR_RELEASE}",
+                          "--tail", "60"]),
+        ("events", ["get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp"]),
+    ):
+        try:
+            result = client.run(*argv, check=False, timeout=60)
+        except subprocess.TimeoutExpired:
+            print(f"\n## {title}: no answer within 60 s", flush=True)
+            continue
+        print(f"\n## {title}\n{(result.stdout or '')[-6000:]}{(result.stderr or '')[-500:]}", flush=True)
+    print(deployment.pods_summary(client, NAMESPACE), flush=True)
+
+
 @pytest.fixture
 def local_cluster(kube):
     """The local cluster, for faults only it can inject (a killed process, a stopped API server)."""

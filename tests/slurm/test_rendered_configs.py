@@ -42,6 +42,7 @@ from kubeslurm.render.config.accounting_commands import accounting_commands
 from kubeslurm.render.config.files import render_config_files
 from kubeslurm.render.k8s import naming
 from kubeslurm.render.slurmd.node import slurmd_conf_line
+from kubeslurm.render.slurmd.statefulset import RESTART_MARKER, SLURMD_START
 from testbed.native_slurm import NativeSlurmCluster
 from testbed.native_slurm.rendered import load, native_cluster, read_documents
 from testbed.waiting import wait_for
@@ -686,6 +687,30 @@ def test_a_lost_slurmd_is_marked_down_and_its_job_requeued_at_once(env):
         print(env.c.run(env.ctld, f"scontrol -o show job {job}; scontrol -o show node cpu-0; date", check=False).stdout)
         raise
     print(f"requeued job {job} completed {time.monotonic() - marked:.1f} s after the DOWN (cred_expire hold, next scheduler pass, 20 s run)")
+
+
+def test_a_slurmd_crashed_in_its_pod_marks_its_node_down_before_it_registers_again(env):
+    """slurmd and its job steps killed at once, the host kept (a slurmd container that crashed
+    and that the kubelet reruns in the same pod): the container's command (SLURMD_START)
+    finds the marker the first run left in /run/slurm, marks the node DOWN before slurmd
+    starts, so the --requeue job is requeued (Slurm alone would end it NODE_FAIL when the new
+    slurmd registers without it) and the --no-requeue one ends; ReturnToService=2 takes the
+    node back once slurmd registers, with no other help."""
+    again = env.sbatch("-A vision -p cpu -w cpu-0 --requeue -o /dev/null --wrap 'sleep 20'")
+    once = env.sbatch("-A vision -p cpu -w cpu-0 --no-requeue -o /dev/null --wrap 'sleep 20'")
+    for job in (again, once):
+        env.wait_state(job, "RUNNING")
+    env.c.run("cpu-0", f"mkdir -p {RESTART_MARKER.rsplit('/', 1)[0]} && : > {RESTART_MARKER}")  # the first run's
+    env.c.restart_slurmd("cpu-0", ["/usr/bin/env", "POD_NAME=cpu-0", "/bin/sh", "-c", SLURMD_START, "slurmd"])
+    env.wait_for(lambda: env.job_field(again, "Restarts") == "1", 30, f"job {again} requeued")
+    assert env.job_field(again, "JobState") in ("PENDING", "REQUEUED"), env.job_field(again, "JobState")
+    env.wait_for(lambda: env.job_field(once, "JobState") == "NODE_FAIL", 30, f"job {once} ended NODE_FAIL")
+    env.wait_for(lambda: env.nodes()["cpu-0"].states <= {"IDLE", "ALLOCATED", "MIXED"}, 60,
+                 "cpu-0 back in service after its slurmd registered")
+    assert env.nodes()["cpu-0"].reason == "", env.nodes()["cpu-0"]
+    down = env.c.logs("slurmctld")
+    assert "slurmd restarted in pod cpu-0" in down, down[-3000:]
+    env.wait_for(lambda: env.job_field(again, "JobState") == "COMPLETED", 200, f"requeued job {again} to complete")
 
 
 # ---------------------------------------------------------------- 10. reconfigure

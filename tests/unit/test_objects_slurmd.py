@@ -1,11 +1,15 @@
 """The slurmd StatefulSet of a NodeSet: registration, resources, placement, podTemplate merge, budget."""
 
+import os
+import subprocess
+
 import pytest
 
 from kubeslurm.api import ManifestError
 from kubeslurm.render.cluster_objects import node_set_objects
 from kubeslurm.render.k8s import labels
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
+from kubeslurm.render.slurmd.statefulset import RESTART_MARKER, SLURMD_START
 
 from .manifests import contract_documents, load_with_uids, set_path
 
@@ -38,10 +42,50 @@ def container(template: dict, name: str = "slurmd") -> dict:
 )
 def test_slurmd_registers_as_the_pod_with_every_controller(node_set_doc, cluster_doc, conf_server, registration):
     slurmd = container(template_of(node_set_doc, cluster_doc))
-    assert slurmd["command"] == ["slurmd"]
+    assert slurmd["command"] == ["/bin/sh", "-c", SLURMD_START, "slurmd"]
     assert slurmd["args"] == ["-D", "-Z", "-N", "$(POD_NAME)", "--conf-server", conf_server, "--conf", registration]
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in slurmd["env"]
     assert slurmd["securityContext"]["runAsUser"] == 0
+
+
+STAND_IN = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$CALLS"
+if [ "$1 $2 $3" = "--oneliner show node" ]; then echo "$SHOWN"; fi
+"""
+
+
+def start_slurmd(tmp_path, *, shown: str = "") -> list[str]:
+    """SLURMD_START run by sh as the container runs it, once, with stand-in scontrol and slurmd
+    on PATH that record their argv; the marker in tmp_path. Returns the calls, in order."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("scontrol", "slurmd"):
+        (bin_dir / name).write_text(STAND_IN)
+        (bin_dir / name).chmod(0o755)
+    script = SLURMD_START.replace(RESTART_MARKER, str(tmp_path / "marker"))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls), "SHOWN": shown,
+           "POD_NAME": "cpu-0"}
+    subprocess.run(["/bin/sh", "-c", script, "slurmd", "-D", "-N", "cpu-0"], env=env, check=True, timeout=30)
+    return calls.read_text().splitlines()
+
+
+def test_slurmd_rerun_in_its_pod_marks_its_node_down_before_it_registers(tmp_path):
+    """The first start only runs slurmd; a rerun of the container in the same pod (the marker
+    in the pod's /run/slurm is there) marks the node DOWN first, naming the restart, so Slurm
+    requeues the jobs whose steps died with the old slurmd; then slurmd, as PID 1 (exec)."""
+    assert start_slurmd(tmp_path) == ["slurmd -D -N cpu-0"]
+    calls = start_slurmd(tmp_path)
+    assert calls[:2] == ["slurmd -D -N cpu-0", "scontrol --oneliner show node cpu-0"]
+    assert calls[2] == ("scontrol update NodeName=cpu-0 State=DOWN Reason=kubeslurm: slurmd pod lost: "
+                        "slurmd restarted in pod cpu-0, its job steps died with it")
+    assert calls[3:] == ["slurmd -D -N cpu-0"]
+
+
+def test_slurmd_rerun_on_a_drained_node_keeps_the_drain_reason(tmp_path):
+    start_slurmd(tmp_path)
+    shown = "NodeName=cpu-0 State=IDLE+DRAIN ThreadsPerCore=1 Reason=maintenance by admin [root@2026-12-04T10:00:00]"
+    calls = start_slurmd(tmp_path, shown=shown)
+    assert "scontrol update NodeName=cpu-0 State=DOWN Reason=maintenance by admin" in calls
 
 
 def test_statefulset_names_pods_after_the_node_set():

@@ -34,11 +34,9 @@ scheduler's next pass (sched_interval, 60 s).
 
 from datetime import datetime
 
+from ..render.slurmd.statefulset import LOST_REASON
 from .slurm_access import pod_ready
 from .slurm_control import OPERATOR_REASON_PREFIX, SlurmJob, SlurmNode, jobs_holding
-
-LOST_REASON = "slurmd pod lost"
-
 
 SLURMD_CONTAINER = "slurmd"
 

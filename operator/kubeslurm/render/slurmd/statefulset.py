@@ -47,10 +47,34 @@ TERMINATION_GRACE_SECONDS = 120
 # operator replacing an unhealthy pod, still recognises the drain and lifts it, or not,
 # after the new pod registers. `|| true`: a stopping pod must not hang on an unreachable
 # slurmctld.
-PRE_STOP = (
-    'reason=$(timeout 10 scontrol --oneliner show node "$POD_NAME" 2>/dev/null'
-    " | sed -n 's/.* State=[^ ]*DRAIN[^ ]* .* Reason=\\(.*\\) \\[[^]]*\\]$/\\1/p'); "
-    'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN Reason="${reason:-kubeslurm: pod terminating}" || true'
+def down_keeping_drain(default_reason: str) -> str:
+    """sh: this pod's Slurm node DOWN, with its drain's reason if it has one, else default_reason."""
+    return (
+        'reason=$(timeout 10 scontrol --oneliner show node "$POD_NAME" 2>/dev/null'
+        " | sed -n 's/.* State=[^ ]*DRAIN[^ ]* .* Reason=\\(.*\\) \\[[^]]*\\]$/\\1/p'); "
+        f'timeout 20 scontrol update NodeName="$POD_NAME" State=DOWN Reason="${{reason:-{default_reason}}}" || true'
+    )
+
+
+PRE_STOP = down_keeping_drain("kubeslurm: pod terminating")
+
+# The reason the operator's own lost-slurmd verdicts start with (reconcile/lost_slurmd.py):
+# it gives such a node back once nothing is lost any more, whoever marked it.
+LOST_REASON = "slurmd pod lost"
+# slurmd restarted in its pod (crashed, OOM-killed: the kubelet reruns the container) lost
+# every job step with it: they ran in the container's PID namespace, which died with slurmd,
+# its PID 1. Slurm cannot tell: the new slurmd registers with the host's boot time, and
+# slurmctld then ends a batch job it no longer hears of as NODE_FAIL without requeueing it,
+# even with --requeue (it requeues only when the node rebooted). So before slurmd starts
+# again, the container marks its own node DOWN: slurmctld requeues (or ends, per --requeue)
+# the node's jobs at once, before the new slurmd can register, and ReturnToService=2 takes
+# the node back as soon as it does. The marker lives in the pod's /run/slurm emptyDir, which
+# outlives a container and not the pod: its presence means an earlier slurmd ran in this pod.
+RESTART_MARKER = "/run/slurm/kubeslurm-slurmd-ran"
+RESTART_REASON = f"kubeslurm: {LOST_REASON}: slurmd restarted in pod $POD_NAME, its job steps died with it"
+SLURMD_START = (
+    f'if [ -e {RESTART_MARKER} ]; then {down_keeping_drain(RESTART_REASON)}; fi; '
+    f': > {RESTART_MARKER}; exec slurmd "$@"'
 )
 
 # Peers by Slurm node name: MPI and NCCL exchange out-of-band addresses by host name (a job's
@@ -112,7 +136,8 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
     return {
         "name": SLURMD_CONTAINER,
         **slurm_pod.image_fields(cluster),
-        "command": ["slurmd"],
+        # sh execs slurmd: slurmd stays the container's PID 1, whose death ends every step.
+        "command": ["/bin/sh", "-c", SLURMD_START, "slurmd"],
         "args": [
             "-D", "-Z",
             "-N", "$(POD_NAME)",
