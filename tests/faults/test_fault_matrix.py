@@ -262,12 +262,17 @@ def test_api_server_and_etcd_stopped_for_a_minute(bed, local_cluster):
     from testbed.control_plane.audit import AuditLog
     from testbed.local_cluster.layout import CONTROL_PLANE_DIR
 
-    jobs = [bed.sbatch(f"-p {'gpu' if i % 3 == 0 else 'cpu'} --wrap 'sleep 8'") for i in range(9)]
+    # Jobs that start in the outage whatever the machine's speed: nine wait on a held one
+    # (afterok), released just before the API server stops, which runs 20 s.
+    first = bed.sbatch("-H -p cpu --wrap 'sleep 20'")
+    jobs = [first] + [bed.sbatch(f"-p {'gpu' if i % 3 == 0 else 'cpu'} -d afterok:{first} --wrap 'sleep 8'")
+                      for i in range(8)]
     audit = AuditLog(CONTROL_PLANE_DIR / "logs" / "audit.log")
     operator_user = f"system:serviceaccount:{deployment.OPERATOR_NAMESPACE}:{deployment.OPERATOR_RELEASE}"
     # The operator's user name is right: it has written before (a check of none would pass on a typo).
     assert audit.writes(0, operator_user), f"no write by {operator_user} in the audit log"
     mark = audit.mark()
+    bed.sh(f"scontrol release {first}")
     stopped_at = dt.datetime.now(dt.timezone.utc)
     with local_cluster.api_server_stopped():
         time.sleep(60)

@@ -1,15 +1,19 @@
 """The slurmd StatefulSet of a NodeSet: registration, resources, placement, podTemplate merge, budget."""
 
 import os
+import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
 from kubeslurm.api import ManifestError
 from kubeslurm.render.cluster_objects import node_set_objects
 from kubeslurm.render.k8s import labels
+from kubeslurm.render.k8s.naming import SLURMCTLD_PORT
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
-from kubeslurm.render.slurmd.statefulset import RESTART_MARKER, SLURMD_START
+from kubeslurm.render.slurmd.statefulset import CONTROLLER_WAIT_SECONDS, RESTART_MARKER, SLURMD_START
 
 from .manifests import contract_documents, load_with_uids, set_path
 
@@ -54,7 +58,16 @@ if [ "$1 $2 $3" = "--oneliner show node" ]; then echo "$SHOWN"; fi
 """
 
 
-def start_slurmd(tmp_path, *, shown: str = "") -> list[str]:
+@pytest.fixture
+def controller():
+    """A TCP listener standing in for slurmctld: its address, as --conf-server names it."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+def start_slurmd(tmp_path, conf_server: str, *, shown: str = "", script: str = SLURMD_START) -> list[str]:
     """SLURMD_START run by sh as the container runs it, once, with stand-in scontrol and slurmd
     on PATH that record their argv; the marker in tmp_path. Returns the calls, in order."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
@@ -62,30 +75,75 @@ def start_slurmd(tmp_path, *, shown: str = "") -> list[str]:
     for name in ("scontrol", "slurmd"):
         (bin_dir / name).write_text(STAND_IN)
         (bin_dir / name).chmod(0o755)
-    script = SLURMD_START.replace(RESTART_MARKER, str(tmp_path / "marker"))
+    script = script.replace(RESTART_MARKER, str(tmp_path / "marker"))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls), "SHOWN": shown,
            "POD_NAME": "cpu-0"}
-    subprocess.run(["/bin/sh", "-c", script, "slurmd", "-D", "-N", "cpu-0"], env=env, check=True, timeout=30)
+    subprocess.run(["/bin/sh", "-c", script, "slurmd", "-D", "-N", "cpu-0", "--conf-server", conf_server],
+                   env=env, check=True, timeout=60)
     return calls.read_text().splitlines()
 
 
-def test_slurmd_rerun_in_its_pod_marks_its_node_down_before_it_registers(tmp_path):
+def test_slurmd_rerun_in_its_pod_marks_its_node_down_before_it_registers(tmp_path, controller):
     """The first start only runs slurmd; a rerun of the container in the same pod (the marker
     in the pod's /run/slurm is there) marks the node DOWN first, naming the restart, so Slurm
     requeues the jobs whose steps died with the old slurmd; then slurmd, as PID 1 (exec)."""
-    assert start_slurmd(tmp_path) == ["slurmd -D -N cpu-0"]
-    calls = start_slurmd(tmp_path)
-    assert calls[:2] == ["slurmd -D -N cpu-0", "scontrol --oneliner show node cpu-0"]
+    slurmd = f"slurmd -D -N cpu-0 --conf-server {controller}"
+    assert start_slurmd(tmp_path, controller) == [slurmd]
+    calls = start_slurmd(tmp_path, controller)
+    assert calls[:2] == [slurmd, "scontrol --oneliner show node cpu-0"]
     assert calls[2] == ("scontrol update NodeName=cpu-0 State=DOWN Reason=kubeslurm: slurmd pod lost: "
                         "slurmd restarted in pod cpu-0, its job steps died with it")
-    assert calls[3:] == ["slurmd -D -N cpu-0"]
+    assert calls[3:] == [slurmd]
 
 
-def test_slurmd_rerun_on_a_drained_node_keeps_the_drain_reason(tmp_path):
-    start_slurmd(tmp_path)
+def test_slurmd_rerun_on_a_drained_node_keeps_the_drain_reason(tmp_path, controller):
+    start_slurmd(tmp_path, controller)
     shown = "NodeName=cpu-0 State=IDLE+DRAIN ThreadsPerCore=1 Reason=maintenance by admin [root@2026-12-04T10:00:00]"
-    calls = start_slurmd(tmp_path, shown=shown)
+    calls = start_slurmd(tmp_path, controller, shown=shown)
     assert "scontrol update NodeName=cpu-0 State=DOWN Reason=maintenance by admin" in calls
+
+
+def test_slurmd_starts_once_slurmctld_listens_and_not_before(tmp_path):
+    """slurmctld not listening yet: the container waits (a first configless fetch would fail and
+    slurmd retry only 10 s later); slurmd starts within about a second of the listener."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        opened = []
+
+        def listen_later():
+            time.sleep(2)
+            opened.append(time.monotonic())
+            listener.listen(8)
+        later = threading.Thread(target=listen_later)
+        later.start()
+        calls = start_slurmd(tmp_path, f"127.0.0.1:1,{address}")  # a backup that never answers, then the primary
+        started = time.monotonic()
+        later.join()
+    assert calls == [f"slurmd -D -N cpu-0 --conf-server 127.0.0.1:1,{address}"]
+    assert 0 <= started - opened[0] < 4, started - opened[0]
+
+
+def test_a_conf_server_without_a_port_is_waited_for_on_slurmctlds_port(tmp_path, monkeypatch):
+    """--conf-server host[:port]: a bare host name means slurmctld's port, 6817."""
+    script = SLURMD_START.replace(f"port={SLURMCTLD_PORT}", "port=$TEST_PORT")
+    assert script != SLURMD_START
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        monkeypatch.setenv("TEST_PORT", str(listener.getsockname()[1]))
+        t0 = time.monotonic()
+        assert start_slurmd(tmp_path, "127.0.0.1", script=script) == ["slurmd -D -N cpu-0 --conf-server 127.0.0.1"]
+    assert time.monotonic() - t0 < 5
+
+
+def test_slurmd_starts_anyway_after_the_wait_for_slurmctld(tmp_path):
+    """Nobody listens: after CONTROLLER_WAIT_SECONDS (2 here) slurmd starts all the same, to retry on its own."""
+    script = SLURMD_START.replace(f"-ge {CONTROLLER_WAIT_SECONDS}", "-ge 2")
+    assert script != SLURMD_START
+    t0 = time.monotonic()
+    assert start_slurmd(tmp_path, "127.0.0.1:1", script=script) == ["slurmd -D -N cpu-0 --conf-server 127.0.0.1:1"]
+    assert 2 <= time.monotonic() - t0 < 10
 
 
 def test_statefulset_names_pods_after_the_node_set():

@@ -72,7 +72,25 @@ LOST_REASON = "slurmd pod lost"
 # outlives a container and not the pod: its presence means an earlier slurmd ran in this pod.
 RESTART_MARKER = "/run/slurm/kubeslurm-slurmd-ran"
 RESTART_REASON = f"kubeslurm: {LOST_REASON}: slurmd restarted in pod $POD_NAME, its job steps died with it"
+# slurmd's first configless fetch fails when slurmctld does not listen yet (it starts
+# together with the slurmd pods), and slurmd then waits a fixed 10 s before it asks again:
+# most of the time from `kubectl apply` to idle nodes. So the container first waits, polling
+# every second, until one of the --conf-server addresses among its arguments accepts a TCP
+# connection (slurmctld listens once it has loaded its state and serves configs), for at
+# most CONTROLLER_WAIT_SECONDS; slurmd's own retries take over after that.
+CONTROLLER_WAIT_SECONDS = 300
+WAIT_FOR_CONTROLLER = (
+    'servers=; previous=; for arg in "$@"; do [ "$previous" = --conf-server ] && servers=$arg; previous=$arg; done; '
+    'listening() { for server in $(echo "$servers" | tr , " "); do '
+    f'case $server in *:*) port=${{server##*:}};; *) port={naming.SLURMCTLD_PORT};; esac; '
+    """timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "${server%:*}" "$port" 2>/dev/null && return 0; """
+    'done; return 1; }; '
+    f'waited=0; until listening || [ $waited -ge {CONTROLLER_WAIT_SECONDS} ]; do '
+    'if [ $((waited % 30)) -eq 0 ]; then echo "kubeslurm: waiting for slurmctld at $servers to listen" >&2; fi; '
+    'sleep 1; waited=$((waited + 1)); done'
+)
 SLURMD_START = (
+    f'{WAIT_FOR_CONTROLLER}; '
     f'if [ -e {RESTART_MARKER} ]; then {down_keeping_drain(RESTART_REASON)}; fi; '
     f': > {RESTART_MARKER}; exec slurmd "$@"'
 )
