@@ -177,3 +177,31 @@ def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gon
     wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "CANCELLED"), 60, f"sacct: job {job['id']} cancelled", interval=2)
     (running,) = _jobs(login, started)
     assert running["id"] == second_job["id"] and running["state"] == "RUNNING" and running["nodes"] == SLURMD, running
+
+
+def test_a_pod_from_a_namespace_without_a_mapping_is_told_what_to_add(login):
+    """A team whose namespace is not in spec.bridge.namespaces asks for the cluster's scheduler:
+    nothing schedules its pod (kube-scheduler ignores it, Slurm is not asked), and
+    `kubectl describe pod` says what to add, and where."""
+    kube = login.kube
+    stray = f"{APPS}-unmapped"
+    kube.run("delete", "namespace", stray, "--ignore-not-found", "--timeout=300s")
+    kube.ensure_namespace(stray)
+    try:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stray-0", "namespace": stray},
+               "spec": _pod_spec("stray")}
+        kube.apply(yaml.safe_dump(pod))
+
+        def told():
+            live = kube.get("pod", "stray-0", "-n", stray) or {}
+            condition = next((c for c in (live.get("status") or {}).get("conditions", []) if c["type"] == "PodScheduled"), {})
+            return condition if condition.get("status") == "False" else None
+        condition = wait_for(told, 120, "the stray pod told why it waits", interval=2)
+        assert (f"namespace {stray} is not in spec.bridge.namespaces of SlurmCluster {NAMESPACE}/{CLUSTER}"
+                in condition["message"]), condition
+        described = kube.run("describe", "pod", "-n", stray, "stray-0").stdout
+        assert "add it there with the Slurm account and user its pods run as" in described, described
+        assert not (kube.get("pod", "stray-0", "-n", stray) or {}).get("spec", {}).get("nodeName")
+        assert _as_admin(login, ["squeue", "-h", "-a", "-n", f"kubeslurm-pod:{stray}/stray-0"]).strip() == ""
+    finally:
+        kube.run("delete", "namespace", stray, "--ignore-not-found", "--wait=false", check=False)

@@ -70,3 +70,73 @@ def test_an_image_with_the_epilog_is_checked_once():
     step.images_with_epilog.add(IMAGE)
     step.check_epilog(run_of(bridged(), [slurmd_pod("cpu-0"), slurmd_pod("cpu-1")]), commands("hpc"))
     assert commands.ran == []
+
+
+class PodsOnly:
+    """The API as the bridge's pass reads and writes it: listed pods by namespace, the status
+    patches it makes (and nothing else to write: a test without jobs binds nothing)."""
+
+    def __init__(self, pods):
+        self.pods, self.listed, self.patched = pods, [], []
+
+    def list(self, kind, namespace, label_selector=None, field_selector=None):
+        self.listed.append((namespace, field_selector))
+        return [p for p in self.pods if p["metadata"]["namespace"] == namespace]
+
+    def get(self, kind, namespace, name):
+        return None  # no placement record yet
+
+    def patch_pod_status(self, namespace, name, patch):
+        self.patched.append((namespace, name, patch["status"]["conditions"][0]["message"]))
+
+
+def asking_pod(namespace, name, node=None, message=None):
+    pod = {"metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}"},
+           "spec": {"schedulerName": "kubeslurm-research", "nodeName": node,
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+           "status": {"phase": "Pending"}}
+    if message:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "message": message}]
+    return pod
+
+
+def test_a_pod_asking_for_the_cluster_from_a_namespace_without_a_mapping_is_told_why_it_waits_once():
+    """Namespaces where pods asked for the cluster's scheduler (the operator's watch saw them) are
+    listed too: an unbound pod there shows what to add to spec.bridge.namespaces, and nothing is
+    asked of Slurm for it; a pod there that is bound already (its mapping removed while it ran)
+    is left alone; once shown, the message is not written again."""
+    from kubeslurm.reconcile.bridge_pods import unmapped_problem
+    from kubeslurm.reconcile.bridge_sync import BridgeAccess, sync_bridge
+
+    submitted = []
+
+    def slurm_runner(argv, timeout=60):
+        if argv[0] == "sbatch" or "sbatch" in argv:
+            submitted.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")  # squeue: no placeholder job yet
+
+    kube = PodsOnly([asking_pod("team-x", "web-0"), asking_pod("team-x", "old-0", node="node-a")])
+    access = BridgeAccess(kube, SlurmControl(slurm_runner), on_slurmd=None)
+    cluster = parse_object(bridged())
+    plan = sync_bridge(cluster, [], access, asking={"team-x", "inference"})
+    assert sorted(kube.listed) == [("inference", "spec.schedulerName=kubeslurm-research"),
+                                   ("team-x", "spec.schedulerName=kubeslurm-research")]
+    message = unmapped_problem("team-x", "hpc", "research")
+    assert "spec.bridge.namespaces of SlurmCluster hpc/research" in message
+    assert kube.patched == [("team-x", "web-0", message)]
+    assert submitted == [] and plan.submit == [] and plan.delete_pods == []
+
+    kube = PodsOnly([asking_pod("team-x", "web-0", message=message)])
+    access = BridgeAccess(kube, SlurmControl(slurm_runner), on_slurmd=None)
+    assert sync_bridge(cluster, [], access, asking={"team-x"}).empty and kube.patched == []
+
+
+def test_the_operator_remembers_where_pods_asked_for_a_cluster():
+    from kubeslurm.reconcile.handlers import Runtime
+
+    runtime = Runtime()
+    assert runtime.namespaces_asking("research") == frozenset()
+    runtime.saw_bridged_pod("research", "team-x")
+    runtime.saw_bridged_pod("research", "team-x")
+    runtime.saw_bridged_pod("other", "team-y")
+    assert runtime.namespaces_asking("research") == {"team-x"}

@@ -56,14 +56,23 @@ def placeholder_request(pod: dict, mapping: BridgedNamespace) -> PlaceholderRequ
     )
 
 
-def bridged_pod(pod: dict, mapping: BridgedNamespace) -> BridgedPod:
+def unmapped_problem(namespace: str, cluster_namespace: str, cluster_name: str) -> str:
+    return (f"not scheduled by Slurm: namespace {namespace} is not in spec.bridge.namespaces of SlurmCluster "
+            f"{cluster_namespace}/{cluster_name}: add it there with the Slurm account and user its pods run as, "
+            f"or remove schedulerName from the pod to use the default scheduler")
+
+
+def bridged_pod(pod: dict, mapping: BridgedNamespace | None, unmapped: str | None = None) -> BridgedPod:
+    """mapping: the pod's namespace's entry in spec.bridge.namespaces; None (a namespace without
+    one): the pod gets `unmapped` as its problem, shown on it, and no job."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
-    try:
-        gpus = placeholder_request(pod, mapping).gpus
-        problem = None
-    except ValueError as error:
-        gpus, problem = 0, f"not scheduled by Slurm: {error}"
+    gpus, problem = 0, unmapped
+    if mapping is not None:
+        try:
+            gpus = placeholder_request(pod, mapping).gpus
+        except ValueError as error:
+            problem = f"not scheduled by Slurm: {error}"
     return BridgedPod(
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
         node_name=spec.get("nodeName") or None,

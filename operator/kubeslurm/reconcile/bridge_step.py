@@ -3,7 +3,8 @@
 It checks once per Slurm image that the image carries the bridge's Epilog (without it slurmd
 drains every node at the first job end, and nothing would hold a pod's resources while the pod
 still runs), then runs one level-based pass of bridge_sync over the bridged namespaces. The
-pass reads (one pod listing per bridged namespace, one squeue) and writes only what its plan
+pass reads (one pod listing per bridged namespace and per other namespace where pods asked
+for this cluster's scheduler, one squeue) and writes only what its plan
 says, so a reconcile with nothing new writes nothing. Slurm's commands go through the
 controller pod (run.slurm), the hold files through exec into the slurmd pods.
 """
@@ -11,7 +12,7 @@ controller pod (run.slurm), the hold files through exec into the slurmd pods.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Collection
 
 from ..api.bridge import BRIDGE_EPILOG
 from .bridge_sync import BridgeAccess, BridgeSyncFailed, SlurmdRunner, sync_bridge
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 STEP = "SyncBridge"
 # Slurm node name -> runner, for the slurmd pods of one namespace
 SlurmdAccess = Callable[[str], SlurmdRunner]
+# cluster name -> the namespaces where pods asking for its scheduler were seen (handlers.Runtime)
+BridgePodNamespaces = Callable[[str], Collection[str]]
 
 
 def epilog_missing_message(image: str) -> str:
@@ -47,10 +50,12 @@ def _running(pod: dict) -> bool:
 class BridgeStep:
     """Kept by the reconciler: which images were seen to carry the Epilog (checked once each)."""
 
-    def __init__(self, api: KubeApi, events: EventRecorder | None, slurmd_access: SlurmdAccess | None):
+    def __init__(self, api: KubeApi, events: EventRecorder | None, slurmd_access: SlurmdAccess | None,
+                 pod_namespaces: BridgePodNamespaces | None = None):
         self.api = api
         self.events = events
         self.slurmd_access = slurmd_access
+        self.pod_namespaces = pod_namespaces
         self.images_with_epilog: set[str] = set()
 
     def __call__(self, run: Run) -> None:
@@ -61,7 +66,8 @@ class BridgeStep:
         self.check_epilog(run, on_slurmd)
         access = BridgeAccess(self.api, run.slurm, on_slurmd, self.events)
         try:
-            plan = sync_bridge(cluster, run.slurmd_pods, access)
+            asking = self.pod_namespaces(cluster.metadata.name) if self.pod_namespaces else ()
+            plan = sync_bridge(cluster, run.slurmd_pods, access, asking)
         except BridgeSyncFailed as error:
             raise StepFailed(STEP, "BridgeSyncFailed", str(error)) from None
         if plan.submit or plan.bind or plan.cancel or plan.release:

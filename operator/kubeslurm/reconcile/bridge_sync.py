@@ -18,7 +18,7 @@ import logging
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Collection
 
 from kubernetes.client.rest import ApiException
 
@@ -29,7 +29,7 @@ from ..render.bridge.placeholder_job import hold_argv, release_argv
 from ..render.bridge.placements import Placement, placement_data, placements_config_map, placements_config_map_name
 from ..render.bridge.pod_binding import PENDING_REASON, binding, pending_condition_patch
 from .bridge_plan import BridgedPod, BridgePlan, plan_bridge
-from .bridge_pods import bridged_pod, placeholder_request
+from .bridge_pods import bridged_pod, placeholder_request, unmapped_problem
 from .events import EventRecorder
 from .kube_api import KubeApi
 from .slurm_control import SlurmCommandError, SlurmControl
@@ -62,15 +62,25 @@ def kubernetes_nodes_of(slurmd_pods: list[dict]) -> dict[str, str]:
     return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in slurmd_pods if (p.get("spec") or {}).get("nodeName")}
 
 
-def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAccess) -> BridgePlan:
-    """One pass; returns what it decided. Raises BridgeSyncFailed naming every action that failed."""
+def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAccess,
+                asking: Collection[str] = ()) -> BridgePlan:
+    """One pass; returns what it decided. Raises BridgeSyncFailed naming every action that failed.
+
+    asking: namespaces where pods asking for this cluster's scheduler were seen (the operator's
+    watch); those without a mapping have their unbound pods told why nothing schedules them
+    (kube-scheduler ignores them too), and nothing else done: a bound pod there (its mapping
+    removed while it ran) is left as it is."""
     bridge = cluster.spec.bridge
     if not bridge.enabled:
         return BridgePlan()
     mappings = {m.namespace: m for m in bridge.namespaces}
     selector = f"spec.schedulerName={scheduler_name(cluster.metadata.name)}"
-    raw = {p["metadata"]["uid"]: p for ns in mappings for p in access.kube.list(POD, ns, field_selector=selector)}
-    pods = [bridged_pod(p, mappings[p["metadata"]["namespace"]]) for p in raw.values()]
+    raw = {p["metadata"]["uid"]: p for ns in sorted({*mappings, *asking})
+           for p in access.kube.list(POD, ns, field_selector=selector)
+           if ns in mappings or not (p.get("spec") or {}).get("nodeName")}
+    name = (cluster.metadata.namespace, cluster.metadata.name)
+    pods = [bridged_pod(p, mappings.get(p["metadata"]["namespace"]), unmapped_problem(p["metadata"]["namespace"], *name))
+            for p in raw.values()]
     jobs = access.slurm.placeholder_jobs(sorted({m.user for m in mappings.values()}))
     plan = plan_bridge(pods, jobs, kubernetes_nodes_of(slurmd_pods))
     failures: list[str] = []

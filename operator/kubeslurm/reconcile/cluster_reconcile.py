@@ -29,7 +29,7 @@ from ..render.k8s.name_collisions import name_collisions, object_label
 from ..render.k8s.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_undesired
-from .bridge_step import BridgeStep, SlurmdAccess
+from .bridge_step import BridgePodNamespaces, BridgeStep, SlurmdAccess
 from .directory_settings import read_directory_settings
 from .directory_users import DirectoryChecks, check_directory_users
 from .events import EventRecorder
@@ -52,6 +52,7 @@ class ClusterReconciler:
     def __init__(
         self, api: KubeApi, slurm_for: Callable[[SlurmCluster, dict | None], SlurmControl | None], events: EventRecorder,
         slurmd_access: SlurmdAccess | None = None, device_plugin_image: str | None = None,
+        bridge_pod_namespaces: BridgePodNamespaces | None = None,
     ):
         self.api = api
         # spec.bridge's GPUs: `kubeslurm device-plugin` runs from this image (the operator's own,
@@ -61,7 +62,7 @@ class ClusterReconciler:
         self.events = events
         self.directory_checks = DirectoryChecks()
         # None: no exec into slurmd pods (tests without them); the bridge then does nothing
-        self.sync_bridge = BridgeStep(api, events, slurmd_access)
+        self.sync_bridge = BridgeStep(api, events, slurmd_access, bridge_pod_namespaces)
 
     # ---- entry point -------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> Run | None:

@@ -49,6 +49,9 @@ class Runtime:
         self.events: EventRecorder | None = None
         self.wakeups: dict[tuple[str, str], threading.Event] = {}
         self.loops: dict[tuple[str, str], int] = {}  # running cluster_daemons by cluster (two, briefly, on a re-create)
+        # cluster name -> namespaces where a pod asked for its scheduler: the bridge tells such a
+        # pod in a namespace without a mapping why it waits. Grows only: a few namespaces.
+        self.bridge_pod_namespaces: dict[str, set[str]] = {}
         self.lock = threading.Lock()
 
     def start(self, kubeconfig: str | None = None) -> None:
@@ -57,7 +60,8 @@ class Runtime:
         self.events = EventRecorder(self.api, instance=os.environ.get("POD_NAME", "kubeslurm"))
         access = SlurmAccess(self.api, api_client)
         self.reconciler = ClusterReconciler(self.api, access, self.events, slurmd_access=access.slurmd_runner,
-                                            device_plugin_image=os.environ.get("KUBESLURM_DEVICE_PLUGIN_IMAGE") or None)
+                                            device_plugin_image=os.environ.get("KUBESLURM_DEVICE_PLUGIN_IMAGE") or None,
+                                            bridge_pod_namespaces=self.namespaces_asking)
 
     def wakeup(self, namespace: str, name: str) -> threading.Event:
         with self.lock:
@@ -89,6 +93,14 @@ class Runtime:
             for (namespace, cluster), wakeup in self.wakeups.items():
                 if cluster == name and (namespace, cluster) in self.loops:
                     wakeup.set()
+
+    def saw_bridged_pod(self, cluster: str, namespace: str) -> None:
+        with self.lock:
+            self.bridge_pod_namespaces.setdefault(cluster, set()).add(namespace)
+
+    def namespaces_asking(self, cluster: str) -> frozenset[str]:
+        with self.lock:
+            return frozenset(self.bridge_pod_namespaces.get(cluster, ()))
 
     def pending_wakeups(self) -> int:
         with self.lock:
@@ -217,7 +229,7 @@ def _asks_a_kubeslurm_scheduler(value, **_) -> bool:
 
 
 @kopf.on.event("", "v1", "pods", field="spec.schedulerName", value=_asks_a_kubeslurm_scheduler, id="bridged-pods")
-def bridged_pod_changed(spec, **_):
+def bridged_pod_changed(spec, namespace, **_):
     """A pod Slurm schedules (spec.bridge) appeared, changed or went: its cluster looks at once.
 
     kopf opens one watch per resource and namespace and hands each event to every pod handler,
@@ -226,4 +238,6 @@ def bridged_pod_changed(spec, **_):
     of its own, and the owned-pods watch must see every pod of ours anyway.) Whether the pod's
     namespace is bridged is decided by the reconcile, which reads the mapping.
     """
-    RUNTIME.nudge_named(spec["schedulerName"][len(SCHEDULER_PREFIX):])
+    cluster = spec["schedulerName"][len(SCHEDULER_PREFIX):]
+    RUNTIME.saw_bridged_pod(cluster, namespace)
+    RUNTIME.nudge_named(cluster)
