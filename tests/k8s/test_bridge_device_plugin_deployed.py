@@ -77,3 +77,24 @@ def test_a_bridged_cluster_gets_the_device_plugin_and_a_steady_one_no_writes(ope
                "-p", json.dumps([{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "evil:1"}]))
     eventually(lambda: _get(cp, "daemonset", name, namespace)["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE,
                timeout=60, what="the DaemonSet's image put back")
+
+    # The bridge turned off: the operator deletes the four (by name: it lists none of these
+    # kinds), says so in Events, and drops status.devicePluginDeployed; then it reads them no more.
+    assert _get(cp, "slurmcluster", "research", namespace)["status"].get("devicePluginDeployed") is True
+    docs[0] = changed(docs[0], ["spec", "bridge", "enabled"], False)
+    cp.kubectl("apply", "-f", "-", input=as_yaml(docs))
+
+    def gone():
+        left = cp.kubectl("get", "daemonset,serviceaccount,role,rolebinding", name, "-n", namespace,
+                          "--ignore-not-found", "-o", "name").stdout.split()
+        return not left and "devicePluginDeployed" not in (_get(cp, "slurmcluster", "research", namespace).get("status") or {})
+    eventually(gone, timeout=60, what="the device plugin's objects deleted and the record dropped")
+    events = cp.kubectl("get", "events", "-n", namespace, "--field-selector", "reason=Pruned",
+                        "-o", "jsonpath={.items[*].message}").stdout
+    for kind in ("DaemonSet", "RoleBinding", "Role", "ServiceAccount"):
+        assert f"deleted {kind} {name}: spec.bridge is off" in events, events
+    mark = cp.audit_mark()
+    time.sleep(2 * operator.resync_seconds + 1)
+    reads = [w for w in cp.audit_writes(since=mark, user=OPERATOR_USER, verbs=("get", "list", "watch"))
+             if f"/namespaces/{namespace}/" in w["requestURI"] and any(f"/{k}/" in w["requestURI"] for k in PLUGIN_KINDS)]
+    assert reads == [], reads

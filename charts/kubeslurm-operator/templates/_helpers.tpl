@@ -103,16 +103,17 @@ order, as deploy/rbac.yaml (a test compares them), which says which code needs e
   verbs: [patch]
 # spec.bridge's device plugin (render/bridge/device_plugin.py): its DaemonSet, ServiceAccount,
 # and a Role to get the placement record, bound to it; applied and read by name (get), never
-# listed or deleted by us (garbage collection, with the SlurmCluster)
+# listed; deleted by name when the bridge is turned off (apply_objects.prune_device_plugin),
+# else by garbage collection with the SlurmCluster
 - apiGroups: [apps]
   resources: [daemonsets]
-  verbs: [get, create, patch]
+  verbs: [get, create, patch, delete]
 - apiGroups: [""]
   resources: [serviceaccounts]
-  verbs: [get, create, patch]
+  verbs: [get, create, patch, delete]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
-  verbs: [get, create, patch]
+  verbs: [get, create, patch, delete]
 # reconcile/events.py posts Events about our objects and bridged pods
 - apiGroups: [""]
   resources: [events]

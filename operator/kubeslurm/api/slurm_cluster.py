@@ -532,6 +532,13 @@ class SlurmClusterStatus(KubeModel):
             "spec.accounts removes these, and only these: never what a human added with sacctmgr, never job records."
         ),
     )
+    device_plugin_deployed: bool | None = Field(
+        default=None,
+        description=(
+            "kubeslurm applied spec.bridge's GPU device plugin (its DaemonSet, ServiceAccount, Role and RoleBinding); "
+            "they are deleted once the bridge is turned off."
+        ),
+    )
     unix_ids: dict[str, int] | None = Field(
         default=None,
         description=(

@@ -10,6 +10,7 @@ objects of a NodeSet whose spec is invalid.
 """
 
 from .. import ownership
+from ..render.bridge.device_plugin import DEVICE_PLUGIN_KINDS, device_plugin_name
 from .drift import contains
 from .events import EventRecorder
 from .kube_api import KubeApi
@@ -89,3 +90,27 @@ def prune_undesired(api: KubeApi, events: EventRecorder, run: Run) -> None:
         api.delete(ownership.kind_named(kind_name), namespace, name, uid=obj["metadata"]["uid"])
         del run.live[(kind_name, name)]
         events.normal(run.raw, "Pruned", f"deleted {kind_name} {name}: no longer desired")
+
+
+def prune_device_plugin(api: KubeApi, events: EventRecorder, run: Run) -> None:
+    """spec.bridge's device plugin objects go when the bridge is turned off.
+
+    They are not among the kinds listed every reconcile (a list of DaemonSets, ServiceAccounts,
+    Roles and RoleBindings for every cluster, bridged or not, to find four objects of a few):
+    status.devicePluginDeployed records that they were applied, and only then are they read
+    by name, deleted if the cluster owns them, and the record dropped."""
+    name = device_plugin_name(run.cluster.metadata.name)
+    if any(obj["kind"] == "DaemonSet" and obj["metadata"]["name"] == name for obj in run.desired):
+        run.device_plugin_deployed = True
+        return
+    if not (run.raw.get("status") or {}).get("devicePluginDeployed"):
+        return
+    namespace, owner = run.cluster.metadata.namespace, run.raw["metadata"]["uid"]
+    for kind_name in DEVICE_PLUGIN_KINDS:
+        kind = ownership.kind_named(kind_name)
+        obj = api.get(kind, namespace, name)
+        if obj is None or owner not in {ref.get("uid") for ref in obj["metadata"].get("ownerReferences", [])}:
+            continue
+        api.delete(kind, namespace, name, uid=obj["metadata"]["uid"])
+        events.normal(run.raw, "Pruned", f"deleted {kind_name} {name}: spec.bridge is off")
+    run.device_plugin_deployed = False

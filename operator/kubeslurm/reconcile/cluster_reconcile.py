@@ -28,7 +28,7 @@ from ..render.k8s.config_hash import config_hash_key
 from ..render.k8s.name_collisions import name_collisions, object_label
 from ..render.k8s.secrets import AUTH_KEY_BYTES
 from . import secret_trust
-from .apply_objects import apply_desired, prune_undesired
+from .apply_objects import apply_desired, prune_device_plugin, prune_undesired
 from .bridge_step import BridgePodNamespaces, BridgeStep, SlurmdAccess
 from .directory_settings import read_directory_settings
 from .directory_users import DirectoryChecks, check_directory_users
@@ -82,7 +82,7 @@ class ClusterReconciler:
             ("PlanScaling", self.plan_scaling),
             ("Render", self.render),
             ("Apply", lambda run: apply_desired(self.api, run)),
-            ("Prune", lambda run: prune_undesired(self.api, self.events, run)),
+            ("Prune", self.prune),
             ("SyncSlurm", lambda run: sync_slurm(self.api, self.events, run)),
             ("CheckDirectoryUsers", lambda run: check_directory_users(self.events, self.directory_checks, run)),
             ("SyncBridge", self.sync_bridge),  # Slurm-scheduled pods; nothing unless spec.bridge.enabled
@@ -106,6 +106,10 @@ class ClusterReconciler:
         return run
 
     # ---- steps -------------------------------------------------------------
+    def prune(self, run: Run) -> None:
+        prune_undesired(self.api, self.events, run)
+        prune_device_plugin(self.api, self.events, run)
+
     def load_spec(self, run: Run) -> None:
         meta = run.raw["metadata"]
         try:

@@ -67,6 +67,8 @@ class Run:
     users_missing_from_directory: list[str] | None = None
     # the uid assignment (status.unixIds), recorded before anything is rendered with it
     unix_ids: dict[str, int] | None = None
+    # status.devicePluginDeployed as the Prune step left it (None: not decided this run, the old stands)
+    device_plugin_deployed: bool | None = None
 
     @property
     def models(self) -> list[NodeSet]:

@@ -60,6 +60,9 @@ def cluster_status(run: Run, failure: StepFailed | None, old: dict) -> SlurmClus
             fields["topologyNodesHash"] = run.topology_nodes_hash
     else:
         fields.update({key: old[key] for key in _APPLIED if key in old})
+    deployed = run.device_plugin_deployed if run.device_plugin_deployed is not None else old.get("devicePluginDeployed")
+    if deployed:
+        fields["devicePluginDeployed"] = True
     # Never dropped, failure or not: pods and files carry these uids (record_unix_ids).
     unix_ids = run.unix_ids if run.unix_ids is not None else old.get("unixIds")
     if unix_ids is not None:

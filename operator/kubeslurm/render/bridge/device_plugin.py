@@ -24,6 +24,10 @@ PLUGIN_VOLUME = "kubelet-device-plugins"
 DEVICE_VOLUME = "node-devices"
 
 
+# What device_plugin_objects renders, in the order to delete it (the pods' DaemonSet first).
+DEVICE_PLUGIN_KINDS = ("DaemonSet", "RoleBinding", "Role", "ServiceAccount")
+
+
 def device_plugin_name(cluster_name: str) -> str:
     return f"{cluster_name}-gpu-device-plugin"
 
