@@ -164,9 +164,12 @@ def _reconcile_until_stopped(namespace, name, stopped):
         wakeup.clear()
         try:
             run = RUNTIME.reconciler.reconcile(namespace, name)
+            wait = AGAIN_SOON_SECONDS if run is not None and run.again_soon else RESYNC_SECONDS
+            # The run holds every listing it read (1000 pods are megabytes of objects): let it go
+            # before the free memory is given back, not at the next reconcile.
+            del run
             return_free_memory()  # what a big cluster's listings took (process_memory)
             backoff = 0.0
-            wait = AGAIN_SOON_SECONDS if run is not None and run.again_soon else RESYNC_SECONDS
         except StepFailed as failure:
             wait, backoff = wait_after_failure(backoff, failure.step)
         except Exception:  # keep the daemon alive whatever happens; the next try may succeed
