@@ -275,7 +275,7 @@ class NativeSlurmCluster(SlurmDaemons):
             raise NativeSlurmError(f"{name} is not a node of this cluster")
         # Inside the host's PID namespace: the supervisor's record is the nsenter wrapper.
         self.run(name, "pkill -KILL -x slurmd; pkill -KILL -x slurmstepd; true")
-        self.supervisor.stop(node=name, grace=5)  # reaps and forgets the wrapper
+        self.supervisor.stop(only=[name], node=name, grace=5)  # reaps and forgets the wrapper, not the host
         self._start_slurmd(node, command)
 
     # ------------------------------------------------------------ network and hosts

@@ -705,9 +705,10 @@ def test_a_slurmd_crashed_in_its_pod_marks_its_node_down_before_it_registers_aga
     env.wait_for(lambda: env.job_field(again, "Restarts") == "1", 30, f"job {again} requeued")
     assert env.job_field(again, "JobState") in ("PENDING", "REQUEUED"), env.job_field(again, "JobState")
     env.wait_for(lambda: env.job_field(once, "JobState") == "NODE_FAIL", 30, f"job {once} ended NODE_FAIL")
-    env.wait_for(lambda: env.nodes()["cpu-0"].states <= {"IDLE", "ALLOCATED", "MIXED"}, 60,
-                 "cpu-0 back in service after its slurmd registered")
-    assert env.nodes()["cpu-0"].reason == "", env.nodes()["cpu-0"]
+    def in_service():
+        node = env.nodes()["cpu-0"]
+        return node.base_state in ("IDLE", "ALLOCATED", "MIXED") and not node.drained and not node.states & {"DOWN", "NOT_RESPONDING"}
+    env.wait_for(in_service, 60, "cpu-0 back in service after its slurmd registered")
     down = env.c.logs("slurmctld")
     assert "slurmd restarted in pod cpu-0" in down, down[-3000:]
     env.wait_for(lambda: env.job_field(again, "JobState") == "COMPLETED", 200, f"requeued job {again} to complete")

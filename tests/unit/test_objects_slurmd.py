@@ -3,6 +3,7 @@
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -13,6 +14,7 @@ from kubeslurm.render.cluster_objects import node_set_objects
 from kubeslurm.render.k8s import labels
 from kubeslurm.render.k8s.naming import SLURMCTLD_PORT
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
+from kubeslurm.render.slurm_pod import SLURM_RUN
 from kubeslurm.render.slurmd.statefulset import CONTROLLER_WAIT_SECONDS, RESTART_MARKER, SLURMD_START
 
 from .manifests import contract_documents, load_with_uids, set_path
@@ -56,6 +58,17 @@ STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$CALLS"
 if [ "$1 $2 $3" = "--oneliner show node" ]; then echo "$SHOWN"; fi
 """
+# sackd: serves the sack socket in the run directory of the config it is given, until killed.
+SACKD_STAND_IN = f"""#!{sys.executable}
+import os, signal, socket, sys
+conf = sys.argv[sys.argv.index("-f") + 1]
+with open(os.environ["CALLS"], "a") as calls:
+    calls.write(f"sackd {{' '.join(sys.argv[1:])}} key={{os.environ.get('SLURM_SACK_KEY')}}\\n")
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(os.path.join(os.path.dirname(os.path.dirname(conf)), "sack.socket"))
+listener.listen(1)
+signal.pause()
+"""
 
 
 @pytest.fixture
@@ -70,12 +83,14 @@ def controller():
 def start_slurmd(tmp_path, conf_server: str, *, shown: str = "", script: str = SLURMD_START) -> list[str]:
     """SLURMD_START run by sh as the container runs it, once, with stand-in scontrol and slurmd
     on PATH that record their argv; the marker in tmp_path. Returns the calls, in order."""
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir, calls, run = tmp_path / "bin", tmp_path / "calls", tmp_path / "run"
     bin_dir.mkdir(exist_ok=True)
-    for name in ("scontrol", "slurmd"):
-        (bin_dir / name).write_text(STAND_IN)
+    (run / "conf").mkdir(parents=True, exist_ok=True)
+    for name, text in (("scontrol", STAND_IN), ("slurmd", STAND_IN), ("sackd", SACKD_STAND_IN)):
+        (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    script = script.replace(RESTART_MARKER, str(tmp_path / "marker"))
+    assert RESTART_MARKER.startswith(f"{SLURM_RUN}/")
+    script = script.replace(SLURM_RUN, str(run))  # the pod's /run/slurm emptyDir
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls), "SHOWN": shown,
            "POD_NAME": "cpu-0"}
     subprocess.run(["/bin/sh", "-c", script, "slurmd", "-D", "-N", "cpu-0", "--conf-server", conf_server],
@@ -90,10 +105,17 @@ def test_slurmd_rerun_in_its_pod_marks_its_node_down_before_it_registers(tmp_pat
     slurmd = f"slurmd -D -N cpu-0 --conf-server {controller}"
     assert start_slurmd(tmp_path, controller) == [slurmd]
     calls = start_slurmd(tmp_path, controller)
-    assert calls[:2] == [slurmd, "scontrol --oneliner show node cpu-0"]
-    assert calls[2] == ("scontrol update NodeName=cpu-0 State=DOWN Reason=kubeslurm: slurmd pod lost: "
+    # slurmd's sack socket died with it: sackd serves credentials for scontrol meanwhile
+    assert calls[:3] == [slurmd, f"sackd -D -f {tmp_path}/run/conf/slurm.conf key=/etc/slurm/slurm.key",
+                         "scontrol --oneliner show node cpu-0"]
+    assert calls[3] == ("scontrol update NodeName=cpu-0 State=DOWN Reason=kubeslurm: slurmd pod lost: "
                         "slurmd restarted in pod cpu-0, its job steps died with it")
-    assert calls[3:] == [slurmd]
+    assert calls[4:] == [slurmd]
+    assert not (tmp_path / "run" / "sack.socket").exists() or not _sackd_running(), "sackd stopped before slurmd"
+
+
+def _sackd_running() -> bool:
+    return subprocess.run(["pgrep", "-f", "bin/sackd -D -f"], capture_output=True).returncode == 0
 
 
 def test_slurmd_rerun_on_a_drained_node_keeps_the_drain_reason(tmp_path, controller):

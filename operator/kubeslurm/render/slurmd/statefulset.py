@@ -25,6 +25,7 @@ from kubeslurm.api import NodeSet, SlurmCluster
 from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE
 from kubeslurm.render import slurm_pod
 from kubeslurm.render.k8s import labels, naming, pods
+from kubeslurm.render.k8s.secrets import AUTH_KEY_FILE
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
 from kubeslurm.render.k8s.statefulset import stateful_set
 from kubeslurm.render.slurmd.node import slurmd_conf_line
@@ -70,7 +71,7 @@ LOST_REASON = "slurmd pod lost"
 # the node's jobs at once, before the new slurmd can register, and ReturnToService=2 takes
 # the node back as soon as it does. The marker lives in the pod's /run/slurm emptyDir, which
 # outlives a container and not the pod: its presence means an earlier slurmd ran in this pod.
-RESTART_MARKER = "/run/slurm/kubeslurm-slurmd-ran"
+RESTART_MARKER = f"{slurm_pod.SLURM_RUN}/kubeslurm-slurmd-ran"
 RESTART_REASON = f"kubeslurm: {LOST_REASON}: slurmd restarted in pod $POD_NAME, its job steps died with it"
 # slurmd's first configless fetch fails when slurmctld does not listen yet (it starts
 # together with the slurmd pods), and slurmd then waits a fixed 10 s before it asks again:
@@ -89,9 +90,20 @@ WAIT_FOR_CONTROLLER = (
     'if [ $((waited % 30)) -eq 0 ]; then echo "kubeslurm: waiting for slurmctld at $servers to listen" >&2; fi; '
     'sleep 1; waited=$((waited + 1)); done'
 )
+# With auth/slurm a client command gets its credential from the sack socket of the pod's
+# slurmd (/run/slurm/sack.socket), which died with it. So the rerun container first starts
+# sackd, the daemon that serves that socket on login nodes, on the configuration the old
+# slurmd left in /run/slurm/conf (the key from /etc/slurm, not beside that file: SLURM_SACK_KEY),
+# marks the node DOWN through it, and stops it before slurmd starts and takes the socket over.
+SACK_SOCKET = f"{slurm_pod.SLURM_RUN}/sack.socket"
+CREDENTIALS_WHILE_SLURMD_IS_DOWN = (
+    f'rm -f {SACK_SOCKET}; SLURM_SACK_KEY={slurm_pod.SLURM_ETC}/{AUTH_KEY_FILE} sackd -D -f {slurm_pod.SLURM_RUN}/conf/slurm.conf & sack=$!; '
+    f'tries=0; until [ -S {SACK_SOCKET} ] || [ $tries -ge 50 ]; do sleep 0.1; tries=$((tries + 1)); done'
+)
 SLURMD_START = (
     f'{WAIT_FOR_CONTROLLER}; '
-    f'if [ -e {RESTART_MARKER} ]; then {down_keeping_drain(RESTART_REASON)}; fi; '
+    f'if [ -e {RESTART_MARKER} ]; then {CREDENTIALS_WHILE_SLURMD_IS_DOWN}; '
+    f'{down_keeping_drain(RESTART_REASON)}; kill $sack 2>/dev/null; wait $sack; fi; '
     f': > {RESTART_MARKER}; exec slurmd "$@"'
 )
 
