@@ -5,7 +5,8 @@ Pod layout:
   slurmctld: configless).
 - `slurmd -D -Z -N <pod name> --conf-server <slurmctld...> --conf '<CPUs=... RealMemory=...>'`:
   a dynamic node that registers the pod's share of the machine, not the host's.
-  It runs as root: it starts every job as the job's user.
+  It runs as root: it starts every job as the job's user. A short sh (SLURMD_START) execs it
+  once slurmctld listens, and on a rerun of the container first marks the node DOWN.
 - requests = limits = spec.resources (+ the GPUs under gpus.resourceName): Guaranteed
   QoS, so the CPU manager can pin whole cores and nothing evicts a node for memory.
 - emptyDirs: /var/spool/slurmd (job scripts, per node by SlurmdSpoolDir=%n),
