@@ -4,6 +4,7 @@ is `test -x` run for real on this machine, which has no kubeslurm Epilog install
 
 import os
 import subprocess
+import uuid
 
 import pytest
 
@@ -91,7 +92,7 @@ class PodsOnly:
 
 
 def asking_pod(namespace, name, node=None, message=None):
-    pod = {"metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}"},
+    pod = {"metadata": {"namespace": namespace, "name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{name}"))},
            "spec": {"schedulerName": "kubeslurm-research", "nodeName": node,
                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
            "status": {"phase": "Pending"}}
@@ -111,11 +112,13 @@ def test_a_pod_asking_for_the_cluster_from_a_namespace_without_a_mapping_is_told
     submitted = []
 
     def slurm_runner(argv, timeout=60):
-        if argv[0] == "sbatch" or "sbatch" in argv:
+        if "sbatch" in argv:
             submitted.append(argv)
+            return subprocess.CompletedProcess(argv, 0, "4242\n", "")
         return subprocess.CompletedProcess(argv, 0, "", "")  # squeue: no placeholder job yet
 
-    kube = PodsOnly([asking_pod("team-x", "web-0"), asking_pod("team-x", "old-0", node="node-a")])
+    kube = PodsOnly([asking_pod("team-x", "web-0"), asking_pod("team-x", "old-0", node="node-a"),
+                     asking_pod("inference", "server-0")])
     access = BridgeAccess(kube, SlurmControl(slurm_runner), on_slurmd=None)
     cluster = parse_object(bridged())
     plan = sync_bridge(cluster, [], access, asking={"team-x", "inference"})
@@ -124,11 +127,14 @@ def test_a_pod_asking_for_the_cluster_from_a_namespace_without_a_mapping_is_told
     message = unmapped_problem("team-x", "hpc", "research")
     assert "spec.bridge.namespaces of SlurmCluster hpc/research" in message
     assert kube.patched == [("team-x", "web-0", message)]
-    assert submitted == [] and plan.submit == [] and plan.delete_pods == []
+    assert plan.delete_pods == []
+    # the mapped namespace's pod is asked for as ever; nothing for team-x's
+    assert [pod.name for pod in plan.submit] == ["server-0"] and len(submitted) == 1, submitted
+    assert "--job-name=kubeslurm-pod:inference/server-0" in " ".join(submitted[0])
 
     kube = PodsOnly([asking_pod("team-x", "web-0", message=message)])
     access = BridgeAccess(kube, SlurmControl(slurm_runner), on_slurmd=None)
-    assert sync_bridge(cluster, [], access, asking={"team-x"}).empty and kube.patched == []
+    assert sync_bridge(cluster, [], access, asking={"team-x"}).empty and kube.patched == [] and len(submitted) == 1
 
 
 def test_the_operator_remembers_where_pods_asked_for_a_cluster():

@@ -67,8 +67,10 @@ def bridged_pod(pod: dict, mapping: BridgedNamespace | None, unmapped: str | Non
     one): the pod gets `unmapped` as its problem, shown on it, and no job."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
-    gpus, problem = 0, unmapped
-    if mapping is not None:
+    gpus, problem = 0, None
+    if mapping is None:
+        problem = unmapped
+    else:
         try:
             gpus = placeholder_request(pod, mapping).gpus
         except ValueError as error:
