@@ -93,12 +93,22 @@ def operator_release_exists(kubeconfig: str) -> bool:
 # -- a SlurmCluster applied in a namespace of its own --------------------------------
 
 
+# On every namespace a test makes: a test session starts by deleting those an earlier,
+# interrupted session left (their pods would hold the small local cluster's CPUs).
+TEST_NAMESPACE_LABELS = {"kubeslurm.io/test-namespace": "true"}
+
+
+def delete_test_namespaces(kube: Kube) -> None:
+    selector = ",".join(f"{key}={value}" for key, value in TEST_NAMESPACE_LABELS.items())
+    kube.run("delete", "namespace", "-l", selector, "--ignore-not-found", "--timeout=300s")
+
+
 def apply_in_fresh_namespace(kube: Kube, manifest: Path, namespace: str,
                              adjust: Callable[[dict], None] = lambda document: None) -> None:
     """The namespace deleted (what a previous run left) and made again, and the manifest's
     documents applied in it, each first passed to adjust (a test's changes to the example)."""
     kube.run("delete", "namespace", namespace, "--ignore-not-found", "--timeout=300s")
-    kube.ensure_namespace(namespace)
+    kube.ensure_namespace(namespace, TEST_NAMESPACE_LABELS)
     documents = [d for d in yaml.safe_load_all(Path(manifest).read_text()) if d]
     for document in documents:
         document["metadata"]["namespace"] = namespace

@@ -72,8 +72,8 @@ class Kube:
         else:
             self.run("apply", *ns, "-f", "-", input=manifest)
 
-    def ensure_namespace(self, name: str) -> None:
-        self.apply(json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        self.apply(json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}))
 
     def exec(self, namespace: str, pod: str, container: str, command: list[str], *,
              check: bool = True, capture: bool = True, timeout: float | None = 600) -> subprocess.CompletedProcess:

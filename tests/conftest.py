@@ -136,6 +136,7 @@ def operator(kube, e2e_cluster, pytestconfig):
     with output_shown(pytestconfig):
         images = deployment.build_images()
         e2e_cluster.load(images)
+    deployment.delete_test_namespaces(client)  # what an interrupted session left running
     installed_before = deployment.operator_release_exists(client.kubeconfig)
     deployment.install_operator(client.kubeconfig, images, local=e2e_cluster.loads_images)
     yield images

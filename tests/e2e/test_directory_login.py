@@ -72,7 +72,7 @@ def site(kube, operator, tmp_path_factory):
     # helm installs CRDs only when absent: a cluster that ran an older operator has no spec.identity
     client.run("apply", "--server-side", "--force-conflicts", "--field-manager=kubeslurm-e2e", "-f", str(deployment.ROOT / "crds"))
     client.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=300s")
-    client.ensure_namespace(NAMESPACE)
+    client.ensure_namespace(NAMESPACE, deployment.TEST_NAMESPACE_LABELS)
     keys_dir = tmp_path_factory.mktemp("directory-keys")
     keys = {name: key_pair(keys_dir, name) for name in ("alice", "bob", "carol", "stranger")}
     public = {name: (keys_dir / f"{name}.pub").read_text().strip() for name in keys}

@@ -17,6 +17,7 @@ import yaml
 
 from kubeslurm.api.bridge import scheduler_name
 from kubeslurm.render.bridge.device_plugin import device_plugin_name
+from testbed import deployment
 from testbed.local_cluster.system_images import BUSYBOX_IMAGE
 from testbed.waiting import wait_for
 
@@ -72,7 +73,7 @@ def _service(name: str) -> dict:
 def login(kube, operator):
     client, _local = kube
     client.run("delete", "namespace", APPS, "--ignore-not-found", "--timeout=300s")
-    client.ensure_namespace(APPS)
+    client.ensure_namespace(APPS, deployment.TEST_NAMESPACE_LABELS)
     try:
         with demo_variant(client, NAMESPACE, _bridged_cpu_cluster) as researcher:
             yield researcher
@@ -186,7 +187,7 @@ def test_a_pod_from_a_namespace_without_a_mapping_is_told_what_to_add(login):
     kube = login.kube
     stray = f"{APPS}-unmapped"
     kube.run("delete", "namespace", stray, "--ignore-not-found", "--timeout=300s")
-    kube.ensure_namespace(stray)
+    kube.ensure_namespace(stray, deployment.TEST_NAMESPACE_LABELS)
     try:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stray-0", "namespace": stray},
                "spec": _pod_spec("stray")}

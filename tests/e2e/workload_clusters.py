@@ -57,7 +57,7 @@ def demo_variant(kube: Kube, namespace: str, change: Callable[[list[dict]], list
     """examples/demo.yaml in `namespace`, its documents passed through change(); Ready, then
     the login pod; the namespace is deleted afterwards."""
     kube.run("delete", "namespace", namespace, "--ignore-not-found", "--timeout=300s")
-    kube.ensure_namespace(namespace)
+    kube.ensure_namespace(namespace, deployment.TEST_NAMESPACE_LABELS)
     documents = [d for d in yaml.safe_load_all((ROOT / "examples" / "demo.yaml").read_text()) if d]
     for document in documents:
         document["metadata"]["namespace"] = namespace
