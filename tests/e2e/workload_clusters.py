@@ -61,9 +61,9 @@ def demo_variant(kube: Kube, namespace: str, change: Callable[[list[dict]], list
     documents = [d for d in yaml.safe_load_all((ROOT / "examples" / "demo.yaml").read_text()) if d]
     for document in documents:
         document["metadata"]["namespace"] = namespace
-    kube.apply("\n---\n".join(yaml.safe_dump(d) for d in change(documents)))
-    deployment.wait_usable(kube, namespace, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
-    try:
+    try:  # a cluster that never became usable is deleted too: its pods would hold the next module's CPUs
+        kube.apply("\n---\n".join(yaml.safe_dump(d) for d in change(documents)))
+        deployment.wait_usable(kube, namespace, CLUSTER, READY_TIMEOUT, report=lambda line: print(line, flush=True))
         yield Login(kube, namespace)
     finally:
         kube.run("delete", "namespace", namespace, "--ignore-not-found", "--wait=false", check=False)
