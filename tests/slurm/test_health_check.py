@@ -190,10 +190,13 @@ def test_a_replaced_pod_keeps_its_health_drain_through_pre_stop_and_comes_back_h
     reason = "kubeslurm: health check: 1 GPU device files (/dev/nvidia0) but the node registered 2 GPUs (Gres=gpu:a100:2)"
     nodes.wait_drained("gpu-1", reason)
     assert chosen() == {"gpu-1": reason.removeprefix("kubeslurm: ")}
+    # The operator deleted the pod: the kubelet runs its preStop hook on a terminating pod.
+    pods[1]["metadata"]["deletionTimestamp"] = "2026-12-04T17:00:00Z"
     pre_stop_downs(nodes, "gpu-1", reason)
     node = nodes.node("gpu-1")
     assert node.drained and node.reason == reason, (node.states, node.reason)
-    assert chosen() == {}  # being replaced: not again
+    assert chosen() == {}  # being replaced (terminating, then DOWN until its new pod registers): not again
+    del pods[1]["metadata"]["deletionTimestamp"]  # the new pod under the name
     nodes.c.start_node("gpu-1")
     nodes.wait_idle("gpu-1")
     assert chosen() == {}
