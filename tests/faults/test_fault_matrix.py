@@ -272,6 +272,7 @@ def test_api_server_and_etcd_stopped_for_a_minute(bed, local_cluster):
     # The operator's user name is right: it has written before (a check of none would pass on a typo).
     assert audit.writes(0, operator_user), f"no write by {operator_user} in the audit log"
     mark = audit.mark()
+    controller_uid = bed.pod(CONTROLLER)["metadata"]["uid"]
     bed.sh(f"scontrol release {first}")
     stopped_at = dt.datetime.now(dt.timezone.utc)
     with local_cluster.api_server_stopped():
@@ -290,7 +291,12 @@ def test_api_server_and_etcd_stopped_for_a_minute(bed, local_cluster):
     deletes = [f"{e['objectRef'].get('resource')}/{e['objectRef'].get('name')}"
                for e in audit.writes(mark, operator_user, verbs=("delete", "deletecollection"))]
     assert deletes == [], deletes
-    assert pod_ready(bed.pod(CONTROLLER))
+    # The same controller pod, Ready again: after a minute without heartbeats the node lifecycle
+    # controller marks every node NotReady, and with it every pod's Ready condition, until the
+    # kubelets report again (seconds later).
+    wait_for(lambda: pod_ready(bed.pod(CONTROLLER)), 120, "the controller pod Ready again", interval=2,
+             details=lambda: deployment.pods_summary(bed.kube, NAMESPACE))
+    assert bed.pod(CONTROLLER)["metadata"]["uid"] == controller_uid, "the controller pod was replaced"
     print(f"operator writes after the restart: {len(audit.writes(mark, operator_user))}, deletes: 0", flush=True)
     print(json.dumps(bed.node_states()), flush=True)
 
