@@ -78,9 +78,12 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
     raw = {p["metadata"]["uid"]: p for ns in sorted({*mappings, *asking})
            for p in access.kube.list(POD, ns, field_selector=selector)
            if ns in mappings or not (p.get("spec") or {}).get("nodeName")}
-    name = (cluster.metadata.namespace, cluster.metadata.name)
-    pods = [bridged_pod(p, mappings.get(p["metadata"]["namespace"]), unmapped_problem(p["metadata"]["namespace"], *name))
-            for p in raw.values()]
+    pods = []
+    for pod in raw.values():
+        namespace = pod["metadata"]["namespace"]
+        mapping = mappings.get(namespace)
+        unmapped = None if mapping else unmapped_problem(namespace, cluster.metadata.namespace, cluster.metadata.name)
+        pods.append(bridged_pod(pod, mapping, unmapped))
     jobs = access.slurm.placeholder_jobs(sorted({m.user for m in mappings.values()}))
     plan = plan_bridge(pods, jobs, kubernetes_nodes_of(slurmd_pods))
     failures: list[str] = []
