@@ -394,7 +394,7 @@ def test_a_researcher_logs_in_with_ssh_as_herself_and_submits(story, tmp_path):
     assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip().splitlines()[-1]
     story.ledger.record(job_id)
-    listed = ssh.run("alice", alice_key, f"cat ~/ssh-{job_id}.out; squeue -h -u alice; sacct -n -X -j {job_id} -o User,State -P")
+    listed = ssh.run("alice", alice_key, f"cat ~/ssh-{job_id}.out; squeue -h -j {job_id}; sacct -n -X -j {job_id} -o User,State -P")
     assert listed.stdout.split() == ["alice", "alice|COMPLETED"], listed.stdout + listed.stderr
     # refused: a key nobody registered, root (even with a registered key), a password, a user without keys
     for user, key in (("alice", stranger_key), ("root", alice_key), ("bob", alice_key)):
