@@ -145,6 +145,11 @@ def test_accounting_objects_follow_the_spec(accounting, expect_accounting, expec
     assert bool(_component_objects(objects, labels.DATABASE)) == expect_database
     if expect_database:
         assert names_of(objects) >= {("StatefulSet", "research-mariadb"), ("Service", "research-mariadb")}
+    # slurmctld's first start waits for slurmdbd only when there is one to wait for
+    [slurmctld] = find(objects, "StatefulSet", "research-controller")["spec"]["template"]["spec"]["containers"]
+    assert ("research-slurmdbd" in slurmctld["command"]) == expect_accounting
+    if not expect_accounting:
+        assert slurmctld["command"] == ["slurmctld", "-D", "-i"]
 
 
 def _slurmdbd_conf(objects) -> str:
@@ -249,7 +254,11 @@ def test_controller_pod_layout():
     assert "install -o slurm -g slurm -m 0600 /etc/slurm-key/slurm.key /etc/slurm/slurm.key" in script
     assert "install -o slurm -g slurm -m 0644" in script and "chown slurm:slurm /var/spool/slurmctld" in script
     [slurmctld] = pod["containers"]
-    assert slurmctld["command"] == ["slurmctld", "-D", "-i"]
+    # accounting on (the contract manifest): a first start waits for slurmdbd, then execs slurmctld
+    assert slurmctld["command"][:2] == ["/bin/sh", "-c"]
+    assert slurmctld["command"][3:] == ["slurmctld", "research-slurmdbd", "6819", "-D", "-i"]
+    assert "/var/spool/slurmctld/clustername" in slurmctld["command"][2]
+    assert slurmctld["command"][2].endswith('exec slurmctld "$@"')
     # the accounts' users (alice, bob in the contract manifest): /etc/passwd, /etc/group, /home
     assert {m["mountPath"] for m in slurmctld["volumeMounts"]} == {
         "/etc/slurm", "/var/spool/slurmctld", "/etc/passwd", "/etc/group", "/home"}

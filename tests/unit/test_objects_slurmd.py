@@ -161,7 +161,7 @@ def test_a_conf_server_without_a_port_is_waited_for_on_slurmctlds_port(tmp_path,
 
 def test_slurmd_starts_anyway_after_the_wait_for_slurmctld(tmp_path):
     """Nobody listens: after CONTROLLER_WAIT_SECONDS (2 here) slurmd starts all the same, to retry on its own."""
-    script = SLURMD_START.replace(f"-ge {CONTROLLER_WAIT_SECONDS}", "-ge 2")
+    script = SLURMD_START.replace(f"-ge {CONTROLLER_WAIT_SECONDS * 5}", "-ge 10")  # tries of 0.2 s
     assert script != SLURMD_START
     t0 = time.monotonic()
     assert start_slurmd(tmp_path, "127.0.0.1:1", script=script) == ["slurmd -D -N cpu-0 --conf-server 127.0.0.1:1"]

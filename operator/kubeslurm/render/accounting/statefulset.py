@@ -44,8 +44,9 @@ def wait_for_database_lines() -> list[str]:
     return [
         "tries=0",
         f'until timeout 3 bash -c \'< "/dev/tcp/$1/$2"\' wait-for-database "${DATABASE_HOST_ENV}" "${DATABASE_PORT_ENV}" 2>/dev/null; do',
-        f'  [ $((tries % 30)) -eq 0 ] && echo "waiting for the accounting database ${DATABASE_HOST_ENV}:${DATABASE_PORT_ENV} to accept connections"',
-        "  tries=$((tries + 1)); sleep 1",
+        f'  [ $((tries % 150)) -eq 0 ] && echo "waiting for the accounting database ${DATABASE_HOST_ENV}:${DATABASE_PORT_ENV} to accept connections"',
+        # every 0.2 s: slurmdbd, and slurmctld's first start behind it, are on the critical path of a new cluster
+        "  tries=$((tries + 1)); sleep 0.2",
         "done",
     ]
 

@@ -4,7 +4,8 @@ Pod layout:
 - init `install-config`: copies slurm.conf, gres.conf, cgroup.conf (topology.conf)
   from the ConfigMap and the key from its Secret into /etc/slurm (owner slurm), and
   gives the state PVC to user slurm.
-- `slurmctld -D -i`: foreground; -i starts even when the state files are missing or
+- `slurmctld -D -i` (on a first start with accounting, once slurmdbd listens: see
+  FIRST_START_WAITS_FOR_ACCOUNTING): foreground; -i starts even when the state files are missing or
   unreadable (the first start, or a state from an older layout) instead of exiting.
 - /var/spool/slurmctld is the state PVC (StateSaveLocation in slurm.conf).
 
@@ -35,6 +36,25 @@ STATE_VOLUME = "state"
 # slurmctld writes its whole state on SIGTERM; large queues take a while.
 TERMINATION_GRACE_SECONDS = 120
 HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+# On its first start (no `clustername` file in its state yet) slurmctld 24.11 neither listens nor
+# serves configs until slurmdbd has given it a ClusterID, and it asks slurmdbd again only every
+# 2 s ("Still don't know my ClusterID"); slurmdbd itself waits for a fresh database. Polling
+# slurmdbd's port every 0.2 s and starting slurmctld once it answers puts the controller, and the
+# slurmd pods waiting for it, on the chain's critical path without that 2 s step. A slurmctld with
+# a state knows its ClusterID and starts at once (it serves with slurmdbd down, reading its state
+# files): a failover must not wait for accounting. Bounded: after ACCOUNTING_WAIT_SECONDS
+# slurmctld starts anyway and retries on its own. Host and port come as arguments ($1, $2).
+ACCOUNTING_WAIT_SECONDS = 300
+FIRST_START_WAITS_FOR_ACCOUNTING = (
+    'host=$1; port=$2; shift 2; '
+    f'if [ ! -e {STATE_SAVE_LOCATION}/clustername ]; then '
+    'tries=0; '
+    """until timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$host" "$port" 2>/dev/null """
+    f'|| [ $tries -ge {ACCOUNTING_WAIT_SECONDS * 5} ]; do '
+    'if [ $((tries % 150)) -eq 0 ]; then echo "kubeslurm: first start: waiting for slurmdbd at $host:$port to listen" >&2; fi; '
+    'sleep 0.2; tries=$((tries + 1)); done; fi; '
+    'exec slurmctld "$@"'
+)
 
 
 def _apart(selector: dict[str, str]) -> dict:
@@ -61,10 +81,15 @@ def controller_stateful_set(
         prepare=[f"chown slurm:slurm {STATE_SAVE_LOCATION}", f"chmod 0700 {STATE_SAVE_LOCATION}"],
         mounts=[state_mount],
     )
+    if cluster.spec.accounting.enabled:
+        command = ["/bin/sh", "-c", FIRST_START_WAITS_FOR_ACCOUNTING, "slurmctld",
+                   naming.accounting_address(name), str(naming.SLURMDBD_PORT), "-D", "-i"]
+    else:
+        command = ["slurmctld", "-D", "-i"]
     slurmctld = {
         "name": "slurmctld",
         **slurm_pod.image_fields(cluster),
-        "command": ["slurmctld", "-D", "-i"],
+        "command": command,
         "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
         # The port opens once the state is loaded and RPCs are served. No liveness
         # probe: a busy slurmctld still accepts connections, a dead one exits.

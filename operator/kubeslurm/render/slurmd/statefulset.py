@@ -76,10 +76,10 @@ RESTART_MARKER = f"{slurm_pod.SLURM_RUN}/kubeslurm-slurmd-ran"
 RESTART_REASON = f"kubeslurm: {LOST_REASON}: slurmd restarted in pod $POD_NAME, its job steps died with it"
 # slurmd's first configless fetch fails when slurmctld does not listen yet (it starts
 # together with the slurmd pods), and slurmd then waits a fixed 10 s before it asks again:
-# most of the time from `kubectl apply` to idle nodes. So the container first waits, polling
-# every second, until one of the --conf-server addresses among its arguments accepts a TCP
-# connection (slurmctld listens once it has loaded its state and serves configs), for at
-# most CONTROLLER_WAIT_SECONDS; slurmd's own retries take over after that.
+# most of the time from `kubectl apply` to idle nodes. So the container first waits until one
+# of the --conf-server addresses among its arguments accepts a TCP connection (slurmctld listens
+# once it has loaded its state and serves configs), polling every 0.2 s, for at most
+# CONTROLLER_WAIT_SECONDS; slurmd's own retries take over after that.
 CONTROLLER_WAIT_SECONDS = 300
 WAIT_FOR_CONTROLLER = (
     'servers=; previous=; for arg in "$@"; do [ "$previous" = --conf-server ] && servers=$arg; previous=$arg; done; '
@@ -87,9 +87,9 @@ WAIT_FOR_CONTROLLER = (
     f'case $server in *:*) port=${{server##*:}};; *) port={naming.SLURMCTLD_PORT};; esac; '
     """timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "${server%:*}" "$port" 2>/dev/null && return 0; """
     'done; return 1; }; '
-    f'waited=0; until listening || [ $waited -ge {CONTROLLER_WAIT_SECONDS} ]; do '
-    'if [ $((waited % 30)) -eq 0 ]; then echo "kubeslurm: waiting for slurmctld at $servers to listen" >&2; fi; '
-    'sleep 1; waited=$((waited + 1)); done'
+    f'tries=0; until listening || [ $tries -ge {CONTROLLER_WAIT_SECONDS * 5} ]; do '
+    'if [ $((tries % 150)) -eq 0 ]; then echo "kubeslurm: waiting for slurmctld at $servers to listen" >&2; fi; '
+    'sleep 0.2; tries=$((tries + 1)); done'
 )
 # With auth/slurm a client command gets its credential from the sack socket of the pod's
 # slurmd (/run/slurm/sack.socket), which died with it. So the rerun container first starts
