@@ -7,12 +7,13 @@ stand-in on PATH that records its argv and the time it was started.
 import os
 import socket
 import subprocess
-import threading
 import time
 
 from kubeslurm.render.controller.statefulset import (
     ACCOUNTING_WAIT_SECONDS, FIRST_START_WAITS_FOR_ACCOUNTING, STATE_SAVE_LOCATION,
 )
+
+from .late_listener import listening_after
 
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$CALLS"
@@ -35,19 +36,9 @@ def start_slurmctld(tmp_path, port: int, *, has_state: bool, script: str = FIRST
 
 
 def test_first_start_waits_until_slurmdbd_listens(tmp_path):
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        opened = []
-
-        def listen_later():
-            time.sleep(1.5)
-            opened.append(time.monotonic())
-            listener.listen(8)
-        later = threading.Thread(target=listen_later)
-        later.start()
-        calls = start_slurmctld(tmp_path, listener.getsockname()[1], has_state=False)
+    with listening_after(1.5) as (port, opened):
+        calls = start_slurmctld(tmp_path, port, has_state=False)
         started = time.monotonic()
-        later.join()
     assert calls == ["slurmctld -D -i"]
     assert 0 <= started - opened[0] < 1.5, started - opened[0]
 

@@ -4,7 +4,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -17,6 +16,7 @@ from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
 from kubeslurm.render.slurm_pod import SLURM_RUN
 from kubeslurm.render.slurmd.statefulset import CONTROLLER_WAIT_SECONDS, RESTART_MARKER, SLURMD_START
 
+from .late_listener import listening_after
 from .manifests import contract_documents, load_with_uids, set_path
 
 CLUSTER, GPU_NODES, CPU_NODES = contract_documents()
@@ -128,20 +128,10 @@ def test_slurmd_rerun_on_a_drained_node_keeps_the_drain_reason(tmp_path, control
 def test_slurmd_starts_once_slurmctld_listens_and_not_before(tmp_path):
     """slurmctld not listening yet: the container waits (a first configless fetch would fail and
     slurmd retry only 10 s later); slurmd starts within about a second of the listener."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{listener.getsockname()[1]}"
-        opened = []
-
-        def listen_later():
-            time.sleep(2)
-            opened.append(time.monotonic())
-            listener.listen(8)
-        later = threading.Thread(target=listen_later)
-        later.start()
+    with listening_after(2) as (port, opened):
+        address = f"127.0.0.1:{port}"
         calls = start_slurmd(tmp_path, f"127.0.0.1:1,{address}")  # a backup that never answers, then the primary
         started = time.monotonic()
-        later.join()
     assert calls == [f"slurmd -D -N cpu-0 --conf-server 127.0.0.1:1,{address}"]
     assert 0 <= started - opened[0] < 4, started - opened[0]
 
