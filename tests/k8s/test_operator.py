@@ -529,19 +529,20 @@ def test_a_bridged_node_set_of_a_cluster_without_the_bridge_is_refused_naming_sp
     InvalidSpec with what to change, and renders nothing; the rest of the cluster goes on."""
     cp = control_plane
     docs = documents_in(namespace)
-    for doc in docs:
-        if doc["kind"] == "NodeSet" and doc["metadata"]["name"] == "cpu":
-            doc["spec"]["bridged"] = True
-    apply_example(cp, namespace, docs)
-    eventually(lambda: get(cp, "statefulset", "h100", namespace), what="NodeSet h100's StatefulSet")
+    # A NodeSet of no partition: a partition naming a NodeSet that renders nothing would stop the cluster.
+    edge = json.loads(json.dumps(next(d for d in docs if d["kind"] == "NodeSet" and d["metadata"]["name"] == "cpu")))
+    edge["metadata"]["name"] = "edge"
+    edge["spec"]["bridged"] = True
+    apply_example(cp, namespace, [*docs, edge])
+    wait_for_objects(cp, namespace)
 
     def refused():
-        degraded = condition(get(cp, "nodeset", "cpu", namespace), "Degraded")
+        degraded = condition(get(cp, "nodeset", "edge", namespace), "Degraded")
         return degraded and degraded["status"] == "True" and degraded
-    degraded = eventually(refused, what="NodeSet cpu Degraded")
+    degraded = eventually(refused, what="NodeSet edge Degraded")
     assert degraded["reason"] == "InvalidSpec", degraded
     assert "spec.bridged is true but SlurmCluster research has spec.bridge.enabled off" in degraded["message"], degraded
-    assert get(cp, "statefulset", "cpu", namespace) is None
+    assert get(cp, "statefulset", "edge", namespace) is None
     assert condition(get(cp, "slurmcluster", "research", namespace), "Degraded")["reason"] == "NodeSetInvalid"
 
 
