@@ -13,6 +13,7 @@ Exits 1 only when a median misses its target; with --json it prints the figures 
 `make bench`'s table (benchmarks/run_all.py) and exits 0 whatever they are.
 """
 
+import argparse
 import statistics
 import sys
 import time
@@ -122,7 +123,9 @@ def render_times_ms(size: Size) -> tuple[list[float], list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description="Render cost of large clusters (make bench-render).")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout (for run_all.py)")
+    as_json = parser.parse_args(argv).json
     out = sys.stderr if as_json else sys.stdout  # with --json, stdout carries the figures alone
     # The first render of a process also compiles the templates and derives the users'
     # uids, which later renders of the same cluster reuse: shown, but not in the medians.

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from testbed import deployment
 from testbed.deployment import LOCAL_KUBECONFIG, OPERATOR_NAMESPACE, OPERATOR_RELEASE, ROOT
-from testbed.kubectl import Kube, KubectlError
+from testbed.kubectl import CACHE, Kube, KubectlError
 
-STATE = deployment.CACHE / "demo-state.json"
+STATE = CACHE / "demo-state.json"
 MANIFEST = ROOT / "examples" / "demo.yaml"
 NAMESPACE = "hpc"
 CLUSTER = "research"
