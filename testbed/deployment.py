@@ -17,10 +17,11 @@ from typing import Callable
 
 import yaml
 
+from kubeslurm.render.bridge.bridged_nodes import BRIDGE_NODE_KEY
 from testbed import REPO
 from testbed.helm import build_helm
 from testbed.kubectl import Kube
-from testbed.local_cluster.layout import KUBECONFIG
+from testbed.local_cluster.layout import KUBECONFIG, Node
 from testbed.waiting import wait_for
 
 ROOT = REPO
@@ -79,6 +80,13 @@ def install_operator(kubeconfig: str, images: list[dict], *, local: bool, extra_
                    check=True, env=dict(os.environ, KUBECONFIG=kubeconfig))
 
 
+def local_cluster_operator_values() -> list[str]:
+    """helm arguments for the built-in local cluster: its fake GPUs' device files are in a folder
+    of each node (testbed/local_cluster: Node(n).dir/dev), not in /dev; the device plugin of a
+    bridged cluster mounts node 1's, the node bridge_test_node picks."""
+    return ["--set", f"devicePlugin.deviceDir={Node(1).dir / 'dev'}"]
+
+
 def uninstall_operator(kubeconfig: str) -> None:
     subprocess.run([helm_binary(), "uninstall", OPERATOR_RELEASE, "--namespace", OPERATOR_NAMESPACE,
                     "--ignore-not-found", "--wait"], check=False, env=dict(os.environ, KUBECONFIG=kubeconfig))
@@ -101,6 +109,37 @@ TEST_NAMESPACE_LABELS = {"kubeslurm.io/test-namespace": "true"}
 def delete_test_namespaces(kube: Kube) -> None:
     selector = ",".join(f"{key}={value}" for key, value in TEST_NAMESPACE_LABELS.items())
     kube.run("delete", "namespace", "-l", selector, "--ignore-not-found", "--timeout=300s")
+    release_bridged_nodes(kube)  # a node an interrupted session dedicated would keep its taint
+
+
+# -- Kubernetes nodes dedicated to a cluster's bridge (NodeSet spec.bridged) -------------------
+#
+# What the admin does, by hand (README "Bridged NodeSets"); the operator never changes Nodes.
+
+
+def dedicate_node_to_bridge(kube: Kube, node: str, cluster: str) -> None:
+    """Label and taint `node` kubeslurm.io/bridge=<cluster>: only the cluster's bridged slurmd
+    pods and its device plugin, which tolerate the taint, are scheduled there."""
+    kube.run("label", "node", node, f"{BRIDGE_NODE_KEY}={cluster}", "--overwrite")
+    kube.run("taint", "node", node, f"{BRIDGE_NODE_KEY}={cluster}:NoSchedule", "--overwrite")
+
+
+def bridge_test_node(kube: Kube) -> str:
+    """The node the tests dedicate to a bridge: the first Ready one by name."""
+    for node in sorted(kube.get("nodes")["items"], key=lambda n: n["metadata"]["name"]):
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])):
+            return node["metadata"]["name"]
+    raise DeploymentError("no Ready node to dedicate to the bridge")
+
+
+def release_bridged_nodes(kube: Kube) -> None:
+    """Every node's bridge label and taint removed (pods already there stay until they go)."""
+    for node in kube.get("nodes")["items"]:
+        name = node["metadata"]["name"]
+        if BRIDGE_NODE_KEY in (node["metadata"].get("labels") or {}):
+            kube.run("label", "node", name, f"{BRIDGE_NODE_KEY}-")
+        if any(t.get("key") == BRIDGE_NODE_KEY for t in node.get("spec", {}).get("taints") or []):
+            kube.run("taint", "node", name, f"{BRIDGE_NODE_KEY}-")
 
 
 def apply_in_fresh_namespace(kube: Kube, manifest: Path, namespace: str,

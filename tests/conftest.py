@@ -138,7 +138,8 @@ def operator(kube, e2e_cluster, pytestconfig):
         e2e_cluster.load(images)
     deployment.delete_test_namespaces(client)  # what an interrupted session left running
     installed_before = deployment.operator_release_exists(client.kubeconfig)
-    deployment.install_operator(client.kubeconfig, images, local=e2e_cluster.loads_images)
+    local_values = deployment.local_cluster_operator_values() if e2e_cluster.provider == "local" else []
+    deployment.install_operator(client.kubeconfig, images, local=e2e_cluster.loads_images, extra_values=local_values)
     yield images
     if not installed_before:
         deployment.uninstall_operator(client.kubeconfig)

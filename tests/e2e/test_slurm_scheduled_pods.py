@@ -3,9 +3,13 @@ application team's Deployment, in a namespace the cluster admin mapped to a Slur
 placed by Slurm as a job of that account, not by kube-scheduler.
 
 Its own SlurmCluster (examples/demo.yaml's cpu NodeSet with one 1-CPU slurmd pod, a `serving`
-account, the bridge mapping namespace e2e-bridge-apps to it) in its own namespace. The pods are
-busybox's httpd, which every node of the local cluster has. What a user sees is what is checked:
-squeue and sacct in the login pod, `kubectl describe pod`, the pod's node, its Service.
+account, the bridge mapping namespace e2e-bridge-apps to it) in its own namespace. The cpu
+NodeSet is bridged (spec.bridged): its slurmd pod runs on the Kubernetes node the test dedicates
+to the bridge as an admin would (label and taint kubeslurm.io/bridge=research), requesting only
+slurmd's overhead, and the placeholder jobs ask for the nodes with feature kubeslurm_bridged. The
+node is given back afterwards. The pods are busybox's httpd, which every node of the local
+cluster has. What a user sees is what is checked: squeue and sacct in the login pod, `kubectl
+describe pod`, the pod's node, its Service.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import re
 import pytest
 import yaml
 
-from kubeslurm.api.bridge import scheduler_name
+from kubeslurm.api.bridge import BRIDGED_FEATURE, scheduler_name
+from kubeslurm.render.bridge.bridged_nodes import SLURMD_OVERHEAD_REQUESTS
 from kubeslurm.render.bridge.device_plugin import device_plugin_name
 from testbed import deployment
 from testbed.local_cluster.system_images import BUSYBOX_IMAGE
@@ -39,6 +44,8 @@ def _bridged_cpu_cluster(documents: list[dict]) -> list[dict]:
             spec["accounts"].append({"name": ACCOUNT, "shares": 10, "users": [USER]})
             spec["bridge"] = {"enabled": True,
                               "namespaces": [{"namespace": APPS, "account": ACCOUNT, "user": USER, "partition": "cpu"}]}
+        elif document["kind"] == "NodeSet" and document["metadata"]["name"] == "cpu":
+            document["spec"]["bridged"] = True
     return [d for d in documents if d["kind"] != "NodeSet" or d["metadata"]["name"] == "cpu"]
 
 
@@ -70,7 +77,20 @@ def _service(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def login(kube, operator):
+def bridge_node(kube, operator):
+    """A node dedicated to the cluster's bridge, the way the README tells an admin to; given back
+    (label and taint removed) at the end, also when a test failed."""
+    client, _local = kube
+    node = deployment.bridge_test_node(client)
+    deployment.dedicate_node_to_bridge(client, node, CLUSTER)
+    try:
+        yield node
+    finally:
+        deployment.release_bridged_nodes(client)
+
+
+@pytest.fixture(scope="module")
+def login(kube, operator, bridge_node):
     client, _local = kube
     client.run("delete", "namespace", APPS, "--ignore-not-found", "--timeout=300s")
     client.ensure_namespace(APPS, deployment.TEST_NAMESPACE_LABELS)
@@ -118,15 +138,49 @@ def _sacct(login, job_id: str) -> tuple[str, str] | None:
     return account, state.split()[0]
 
 
-def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gone(login):
+def _outsider(node: str) -> dict:
+    """A pod of the default scheduler that wants the bridged node."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "outsider", "namespace": APPS},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "sleep", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                                     "command": ["sleep", "3600"],
+                                     "resources": {"requests": {"cpu": "10m", "memory": "8Mi"}}}]}}
+
+
+def test_the_bridged_node_set_runs_on_the_dedicated_node_and_nothing_else_is_scheduled_there(login, bridge_node):
     kube = login.kube
-    slurmd_node = login.pod(SLURMD)["spec"]["nodeName"]
-    # The in-cluster operator (helm, the chart's RBAC and image) deployed the GPU device plugin for
-    # the bridged cluster; no node is labelled kubeslurm.io/bridge here, so it runs nowhere.
+    slurmd = login.pod(SLURMD)
+    assert slurmd["spec"]["nodeName"] == bridge_node, (slurmd["spec"]["nodeName"], bridge_node)
+    (container,) = [c for c in slurmd["spec"]["containers"] if c["name"] == "slurmd"]
+    requests = container["resources"]["requests"]
+    assert {k: requests[k] for k in ("cpu", "memory")} == SLURMD_OVERHEAD_REQUESTS, container["resources"]
+    assert container["resources"]["limits"]["cpu"] == "1", container["resources"]
+    # The in-cluster operator (helm, the chart's RBAC, image and the local cluster's device folder)
+    # deployed the GPU device plugin for the bridged cluster, on the one dedicated node.
     plugin = wait_for(lambda: kube.get("daemonset", device_plugin_name(CLUSTER), "-n", NAMESPACE), 60,
                       "the device plugin DaemonSet", interval=2)
     assert [o["kind"] for o in plugin["metadata"]["ownerReferences"]] == ["SlurmCluster"]
-    assert (plugin.get("status") or {}).get("desiredNumberScheduled", 0) == 0
+    wait_for(lambda: (kube.get("daemonset", device_plugin_name(CLUSTER), "-n", NAMESPACE).get("status") or {})
+             .get("desiredNumberScheduled") == 1, 60, "the device plugin scheduled on the dedicated node", interval=2)
+
+    # A pod of the default scheduler that asks for that node is refused for the taint: pending.
+    kube.apply(yaml.safe_dump(_outsider(bridge_node)))
+    try:
+        def refused():
+            pod = kube.get("pod", "outsider", "-n", APPS) or {}
+            condition = next((c for c in (pod.get("status") or {}).get("conditions", []) if c["type"] == "PodScheduled"), {})
+            return condition if condition.get("status") == "False" and "untolerated taint" in condition.get("message", "") else None
+        condition = wait_for(refused, 60, "the outsider pod refused for the bridge's taint", interval=2)
+        assert "kubeslurm.io/bridge" in condition["message"], condition
+        pod = kube.get("pod", "outsider", "-n", APPS)
+        assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName"), pod["status"]
+    finally:
+        kube.run("delete", "pod", "outsider", "-n", APPS, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gone(login):
+    kube = login.kube
+    slurmd_node = login.pod(SLURMD)["spec"]["nodeName"]
     kube.apply("\n---\n".join(yaml.safe_dump(d) for d in (_deployment("web"), _service("web"))))
 
     # Slurm places it: a job of the mapped account and user runs on cpu-0, and the pod is bound
@@ -135,6 +189,8 @@ def test_slurm_places_a_deployment_and_holds_the_next_pod_until_the_first_is_gon
     assert web["spec"]["nodeName"] == slurmd_node, (web["spec"]["nodeName"], slurmd_node)
     (job,) = _jobs(login, web)
     assert job["state"] == "RUNNING" and job["account"] == ACCOUNT and job["user"] == USER and job["nodes"] == SLURMD, job
+    # The cluster has a bridged NodeSet: the job asked for the bridged nodes' feature.
+    assert _as_admin(login, ["squeue", "-h", "-a", "-j", job["id"], "-o", "%f"]).strip() == BRIDGED_FEATURE
     wait_for(lambda: _sacct(login, job["id"]) == (ACCOUNT, "RUNNING"), 60, f"sacct: job {job['id']} running, account {ACCOUNT}",
              interval=2)
     events = kube.run("get", "events", "-n", APPS, "--field-selector", f"involvedObject.name={web['metadata']['name']}",

@@ -347,7 +347,7 @@ def test_operator_upgraded_with_helm_while_jobs_run(bed, local_cluster, operator
             mark = audit.mark()
             t0 = time.monotonic()
             deployment.install_operator(bed.kube.kubeconfig, operator, local=True,
-                                        extra_values=["--set", f"image.tag={new_tag}"])
+                                        extra_values=[*deployment.local_cluster_operator_values(), "--set", f"image.tag={new_tag}"])
             took("helm upgrade (--wait) returned", time.monotonic() - t0)
             new = operator_pod(bed.kube)
             assert new["metadata"]["uid"] != old and new["spec"]["containers"][0]["image"].endswith(f":{new_tag}"), new["spec"]
@@ -366,7 +366,8 @@ def test_operator_upgraded_with_helm_while_jobs_run(bed, local_cluster, operator
             assert rolled == [], rolled
         wait_for(lambda: bed.job_state(long_job) == "COMPLETED", 180, f"job {long_job} completed", interval=3)
     finally:
-        deployment.install_operator(bed.kube.kubeconfig, operator, local=True)
+        deployment.install_operator(bed.kube.kubeconfig, operator, local=True,
+                                    extra_values=deployment.local_cluster_operator_values())
         local_cluster.untag_image(f"{repository}:{new_tag}")
     bed.settle_and_report("operator upgraded with helm")
 

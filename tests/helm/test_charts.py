@@ -173,6 +173,7 @@ def test_operator_chart_values_reach_the_deployment(helm, tmp_path):
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "infra", "operator": "In", "values": ["yes"]}]}]}}},
         "fullnameOverride": "kso",
+        "devicePlugin": {"deviceDir": "/var/lib/kubeslurm-cluster/nodes/kubeslurm-1/dev", "kubeletPluginDir": "/srv/kubelet/device-plugins"},
     }
     objects = _template_with_values(helm, OPERATOR_CHART, values, tmp_path)
     deployment = one(objects, "Deployment")
@@ -192,6 +193,10 @@ def test_operator_chart_values_reach_the_deployment(helm, tmp_path):
     assert pod["tolerations"] == values["tolerations"]
     assert pod["affinity"] == values["affinity"]
     assert deployment["spec"]["template"]["metadata"]["annotations"] == values["podAnnotations"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["KUBESLURM_DEVICE_PLUGIN_IMAGE"] == "registry.example.com/kubeslurm/operator:0.2.0"
+    assert env["KUBESLURM_DEVICE_PLUGIN_DEVICE_DIR"] == "/var/lib/kubeslurm-cluster/nodes/kubeslurm-1/dev"
+    assert env["KUBESLURM_DEVICE_PLUGIN_KUBELET_DIR"] == "/srv/kubelet/device-plugins"
     assert {o["metadata"]["name"] for o in objects} == {"kso", "kso-metrics"}
 
 
@@ -313,6 +318,10 @@ REFUSED = [
     (OPERATOR_CHART, ["--set", "metrics.port=70000"], "/metrics/port"),
     (OPERATOR_CHART, ["--set", "metrics.serviceMonitor.interval=30"], "/metrics/serviceMonitor/interval"),
     (OPERATOR_CHART, ["--set", "metrics.serviceMonitor.enable=true"], "'enable' not allowed"),
+    (OPERATOR_CHART, ["--set", "devicePlugin.deviceDir=dev"], "/devicePlugin/deviceDir"),
+    (OPERATOR_CHART, ["--set", "devicePlugin.deviceDir=/dev/../etc"], "/devicePlugin/deviceDir"),
+    (OPERATOR_CHART, ["--set-json", 'devicePlugin.kubeletPluginDir="/var/lib/kubelet\\n--x"'], "/devicePlugin/kubeletPluginDir"),
+    (OPERATOR_CHART, ["--set", "devicePlugin.dir=/dev"], "'dir' not allowed"),
     (CLUSTER_CHART, ["--set", "unknown=1"], "'unknown' not allowed"),
     (CLUSTER_CHART, ["--set-json", 'nodeSets=[{"name": "cpu", "replicas": "two"}]'], "/nodeSets/0/replicas"),
     (CLUSTER_CHART, ["--set-json", 'nodeSets=[{"name": "H100"}]'], "/nodeSets/0/name"),

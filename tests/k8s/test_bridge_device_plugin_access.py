@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 from kubeslurm.api import parse_object
 from kubeslurm.device_plugin.server import ConfigMapPlacements
 from kubeslurm.reconcile.kube_api import load_api_client
-from kubeslurm.render.bridge.device_plugin import device_plugin_name, device_plugin_objects
+from kubeslurm.render.bridge.device_plugin import DevicePluginSettings, device_plugin_name, device_plugin_objects
 from kubeslurm.render.bridge.placements import Placement, placement_data, placements_config_map_name
 from tests.unit.manifests import contract_documents, set_path
 
@@ -40,7 +40,7 @@ def _config_map(namespace: str, name: str, data: dict) -> str:
 
 def test_the_plugin_reads_exactly_its_cluster_s_placement_record(control_plane, namespace, tmp_path):
     cluster = _bridged_cluster(namespace)
-    objects = device_plugin_objects(cluster, image="localhost/kubeslurm/operator:0.1.0")
+    objects = device_plugin_objects(cluster, DevicePluginSettings(image="localhost/kubeslurm/operator:0.1.0"))
     for obj in objects:
         # No SlurmCluster of that uid exists here: the garbage collector would take its dependents.
         del obj["metadata"]["ownerReferences"]

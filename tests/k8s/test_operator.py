@@ -191,6 +191,9 @@ BAD_MANIFESTS = [
      {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "loginGroups": ["hpc"], "loginFilter": "(uid=*)"}}, "not both"),
     ("ldap search base line injection", CLUSTER, ["spec", "identity"],
      {"mode": "ldap", "ldap": {**LDAP_DIRECTORY, "searchBase": "dc=org\nldap_tls_reqcert = never"}}, "spec.identity.ldap.searchBase"),
+    # the bridged pods' Slurm feature is the operator's to give (NodeSet spec.bridged)
+    ("bridged feature in spec.features", GPU, ["spec", "features"], ["nvlink", "kubeslurm_bridged"],
+     "features must not name kubeslurm_bridged"),
     ("podTemplate GPU resource", GPU, ["spec", "podTemplate"],
      {"spec": {"containers": [{"name": "slurmd", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}, "GPUs come from spec.gpus"),
 ]
@@ -518,6 +521,28 @@ def test_a_node_set_named_like_an_older_cluster_s_object_is_refused_and_that_clu
     after = get(cp, "statefulset", "other-controller", namespace)
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert [(r["kind"], r["name"]) for r in after["metadata"]["ownerReferences"]] == [("SlurmCluster", "other")]
+    assert condition(get(cp, "slurmcluster", "research", namespace), "Degraded")["reason"] == "NodeSetInvalid"
+
+
+def test_a_bridged_node_set_of_a_cluster_without_the_bridge_is_refused_naming_spec_bridged(operator, control_plane, namespace):
+    """spec.bridged asks for nodes dedicated to the cluster's bridge, which is off: the NodeSet is
+    InvalidSpec with what to change, and renders nothing; the rest of the cluster goes on."""
+    cp = control_plane
+    docs = documents_in(namespace)
+    # A NodeSet of no partition: a partition naming a NodeSet that renders nothing would stop the cluster.
+    edge = json.loads(json.dumps(next(d for d in docs if d["kind"] == "NodeSet" and d["metadata"]["name"] == "cpu")))
+    edge["metadata"]["name"] = "edge"
+    edge["spec"]["bridged"] = True
+    apply_example(cp, namespace, [*docs, edge])
+    wait_for_objects(cp, namespace)
+
+    def refused():
+        degraded = condition(get(cp, "nodeset", "edge", namespace), "Degraded")
+        return degraded and degraded["status"] == "True" and degraded
+    degraded = eventually(refused, what="NodeSet edge Degraded")
+    assert degraded["reason"] == "InvalidSpec", degraded
+    assert "spec.bridged is true but SlurmCluster research has spec.bridge.enabled off" in degraded["message"], degraded
+    assert get(cp, "statefulset", "edge", namespace) is None
     assert condition(get(cp, "slurmcluster", "research", namespace), "Degraded")["reason"] == "NodeSetInvalid"
 
 

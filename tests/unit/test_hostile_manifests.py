@@ -446,6 +446,9 @@ REFUSED = [
          **_node_set("research-slurmdbd")["spec"], "clusterName": "other"}}],
      "metadata.name", "the slurmdbd Service of SlurmCluster research"),
     ("feature-is-another-node-set", _gpu("spec.features", ["nvlink", "cpu"]), "spec.features[1]", "partitions"),
+    # the bridged pods' feature would let a node the admin did not dedicate take them
+    ("feature-kubeslurm-bridged", _gpu("spec.features", ["nvlink", "kubeslurm_bridged"]), "spec.features[1]",
+     "must not name kubeslurm_bridged"),
     # podTemplate: what it may not change
     ("sidecar", _pod({"spec": {"containers": [{"name": "slurmd"}, {"name": "steal", "image": "busybox"}]}}),
      "spec.podTemplate.spec.containers[1].name", "only the container named slurmd"),

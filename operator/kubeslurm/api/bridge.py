@@ -15,6 +15,14 @@ MAX_BRIDGED_NAMESPACES = 64
 # slurm.conf's Epilog when the bridge is on (images/slurm/bridge-epilog.sh): it keeps a placeholder
 # job COMPLETING, its node closed to new allocations, until the operator says the pod is gone.
 BRIDGE_EPILOG = "/usr/local/sbin/kubeslurm-bridge-epilog"
+# The Slurm node feature of a bridged NodeSet's nodes (NodeSet spec.bridged): the operator adds it,
+# and a bridged pod's placeholder job asks for it, so such pods land only on the Kubernetes nodes
+# dedicated to the bridge. A user setting it in spec.features would let other nodes take them.
+BRIDGED_FEATURE = "kubeslurm_bridged"
+BRIDGED_FEATURE_IS_THE_OPERATORS = (
+    f"features must not name {BRIDGED_FEATURE}: the operator gives it to the nodes of a NodeSet with "
+    f"spec.bridged: true (set that instead), and bridged pods run only on nodes with it"
+)
 ENABLED_WITHOUT_NAMESPACES = "bridge.enabled needs at least one entry in bridge.namespaces: whose pods, charged to which account"
 
 

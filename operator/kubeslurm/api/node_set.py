@@ -5,6 +5,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from .base import KubeModel, SubfieldError, preserve_unknown
+from .bridge import BRIDGED_FEATURE, BRIDGED_FEATURE_IS_THE_OPERATORS
 from .conditions import CONDITIONS_LIST, Condition
 from .names import DNS_LABEL_PATTERN, FEATURE_PATTERN
 from .pod_template import ALLOWED_SUMMARY, LabelKey, LabelValue, PodTemplate
@@ -112,6 +113,8 @@ class NodeSetSpec(KubeModel):
                 {"rule": "!has(self.replaceUnhealthy) || !self.replaceUnhealthy || !has(self.updateStrategy) "
                          "|| !has(self.updateStrategy.type) || self.updateStrategy.type == 'OnDelete'",
                  "message": "replaceUnhealthy needs updateStrategy OnDelete"},
+                {"rule": f"!has(self.features) || !('{BRIDGED_FEATURE}' in self.features)",
+                 "message": BRIDGED_FEATURE_IS_THE_OPERATORS},
                 *POD_TEMPLATE_RULES,
             ]
         }
@@ -129,6 +132,18 @@ class NodeSetSpec(KubeModel):
     gpus: GPUs | None = Field(default=None, description="GPUs per pod; none when unset.")
     features: list[Annotated[str, Field(max_length=64, pattern=FEATURE_PATTERN)]] = Field(
         default_factory=list, max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"}, description="Slurm node features (sbatch --constraint).")
+    bridged: bool = Field(
+        default=False,
+        description=(
+            "Run these slurmd pods on the Kubernetes nodes dedicated to the SlurmCluster's bridge, where Slurm "
+            "schedules both batch jobs and Slurm-scheduled pods (spec.bridge), so no GPU is handed out twice. "
+            "The admin dedicates a node with `kubectl label node N kubeslurm.io/bridge=<cluster>` and "
+            "`kubectl taint node N kubeslurm.io/bridge=<cluster>:NoSchedule`; the pods then select and tolerate "
+            "that, request only slurmd's own CPU and memory (Slurm allocates the rest, with the limits at "
+            "spec.resources and the GPUs), and register the Slurm feature kubeslurm_bridged, which bridged "
+            "pods' jobs ask for. Needs spec.bridge.enabled on the SlurmCluster; the operator never changes Nodes."
+        ),
+    )
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64, description="Kubernetes nodeSelector of the slurmd pods.")
     tolerations: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -168,6 +183,8 @@ class NodeSetSpec(KubeModel):
                 "needs updateStrategy OnDelete: keeping pods off a troubled Kubernetes node changes the pod template, and "
                 "RollingUpdate would restart every slurmd pod, with its jobs, each time",
             )
+        if BRIDGED_FEATURE in self.features:
+            raise SubfieldError(f"features[{self.features.index(BRIDGED_FEATURE)}]", BRIDGED_FEATURE_IS_THE_OPERATORS)
         self._pod_template_keeps_to_its_own()
         return self
 

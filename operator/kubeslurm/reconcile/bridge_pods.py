@@ -38,8 +38,9 @@ def effective_requests(pod: dict) -> dict[str, Decimal]:
     return total
 
 
-def placeholder_request(pod: dict, mapping: BridgedNamespace) -> PlaceholderRequest:
-    """The job of POD under its namespace's MAPPING. ValueError says what the pod must set."""
+def placeholder_request(pod: dict, mapping: BridgedNamespace, bridged_nodes_only: bool = False) -> PlaceholderRequest:
+    """The job of POD under its namespace's MAPPING. ValueError says what the pod must set.
+    bridged_nodes_only: the cluster has a bridged NodeSet (bridged_nodes.bridged_nodes_only)."""
     requests = effective_requests(pod)
     if "memory" not in requests:
         raise ValueError("set resources.requests.memory on the pod's containers: Slurm allocates memory per job")
@@ -52,7 +53,7 @@ def placeholder_request(pod: dict, mapping: BridgedNamespace) -> PlaceholderRequ
         account=mapping.account, user=mapping.user, qos=mapping.qos, partition=mapping.partition,
         cpus=max(1, math.ceil(requests.get("cpu", Decimal(1)))),
         memory_mib=max(1, math.ceil(requests["memory"] / MEBIBYTE)),
-        gpus=int(gpus),
+        gpus=int(gpus), bridged_nodes_only=bridged_nodes_only,
     )
 
 

@@ -15,6 +15,7 @@ import logging
 from typing import Callable, Collection
 
 from ..api.bridge import BRIDGE_EPILOG
+from ..render.bridge.bridged_nodes import bridged_nodes_only
 from .bridge_sync import BridgeAccess, BridgeSyncFailed, SlurmdRunner, sync_bridge
 from .events import EventRecorder
 from .kube_api import KubeApi
@@ -67,7 +68,7 @@ class BridgeStep:
         access = BridgeAccess(self.api, run.slurm, on_slurmd, self.events)
         try:
             asking = self.pod_namespaces(cluster.metadata.name) if self.pod_namespaces else ()
-            plan = sync_bridge(cluster, run.slurmd_pods, access, asking)
+            plan = sync_bridge(cluster, run.slurmd_pods, access, asking, bridged_nodes_only(run.models))
         except BridgeSyncFailed as error:
             raise StepFailed(STEP, "BridgeSyncFailed", str(error)) from None
         if plan.submit or plan.bind or plan.cancel or plan.release:

@@ -63,13 +63,14 @@ def kubernetes_nodes_of(slurmd_pods: list[dict]) -> dict[str, str]:
 
 
 def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAccess,
-                asking: Collection[str] = ()) -> BridgePlan:
+                asking: Collection[str] = (), bridged_nodes_only: bool = False) -> BridgePlan:
     """One pass; returns what it decided. Raises BridgeSyncFailed naming every action that failed.
 
     asking: namespaces where pods asking for this cluster's scheduler were seen (the operator's
     watch); those without a mapping have their unbound pods told why nothing schedules them
     (kube-scheduler ignores them too), and nothing else done: a bound pod there (its mapping
-    removed while it ran) is left as it is."""
+    removed while it ran) is left as it is.
+    bridged_nodes_only: the cluster has a bridged NodeSet; new placeholder jobs ask for its nodes."""
     bridge = cluster.spec.bridge
     if not bridge.enabled:
         return BridgePlan()
@@ -105,7 +106,7 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pod in plan.submit:
         attempt(f"submit for pod {pod.namespace}/{pod.name}",
-                lambda: _submit(access, pod, raw[pod.uid], mappings[pod.namespace], now))
+                lambda: _submit(access, pod, raw[pod.uid], mappings[pod.namespace], now, bridged_nodes_only))
     for placement in plan.bind:
         attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}",
                 lambda: _hold_and_bind(access, placement, raw[placement.pod.uid], record))
@@ -139,8 +140,9 @@ def refused_message(error: SlurmCommandError) -> str:
     return f"not scheduled by Slurm: {last[:300]}"
 
 
-def _submit(access: BridgeAccess, pod: BridgedPod, raw_pod: dict, mapping, now: str) -> None:
-    request = placeholder_request(raw_pod, mapping)
+def _submit(access: BridgeAccess, pod: BridgedPod, raw_pod: dict, mapping, now: str,
+            bridged_nodes_only: bool = False) -> None:
+    request = placeholder_request(raw_pod, mapping, bridged_nodes_only)
     try:
         job_id = access.slurm.submit_placeholder(request)
     except SlurmCommandError as error:

@@ -20,6 +20,8 @@ from kubernetes.client.rest import ApiException
 from .. import ownership
 from ..api import ManifestError, SlurmCluster, parse_object
 from ..metrics.operator_metrics import forget_cluster, timed_reconcile, timed_step
+from ..render.bridge.bridged_nodes import bridged_node_set_problem
+from ..render.bridge.device_plugin import DevicePluginSettings
 from ..render.cluster_objects import auth_key_secret, database_password_secret, desired_objects, ssh_host_key_secret
 from ..render.controller.statefulset import STATE_SAVE_LOCATION
 from ..render.errors import RenderError
@@ -51,13 +53,14 @@ log = logging.getLogger(__name__)
 class ClusterReconciler:
     def __init__(
         self, api: KubeApi, slurm_for: Callable[[SlurmCluster, dict | None], SlurmControl | None], events: EventRecorder,
-        slurmd_access: SlurmdAccess | None = None, device_plugin_image: str | None = None,
+        slurmd_access: SlurmdAccess | None = None, device_plugin: DevicePluginSettings | None = None,
         bridge_pod_namespaces: BridgePodNamespaces | None = None,
     ):
         self.api = api
-        # spec.bridge's GPUs: `kubeslurm device-plugin` runs from this image (the operator's own,
-        # KUBESLURM_DEVICE_PLUGIN_IMAGE of its Deployment); None: its DaemonSet is not rendered.
-        self.device_plugin_image = device_plugin_image
+        # spec.bridge's GPUs: how `kubeslurm device-plugin` runs (the operator's own image and the
+        # nodes' folders, from its Deployment: DevicePluginSettings.from_environment); None: its
+        # DaemonSet is not rendered.
+        self.device_plugin = device_plugin
         self.slurm_for = slurm_for
         self.events = events
         self.directory_checks = DirectoryChecks()
@@ -130,7 +133,8 @@ class ClusterReconciler:
         neighbours += [c for c in self.api.list(ownership.SLURM_CLUSTER, meta["namespace"]) if c["metadata"]["uid"] != meta["uid"]]
         self.check_names(run, neighbours)
         for state in run.node_sets:
-            conflict = state.model and node_set_mount_conflict(run.cluster, state.model)
+            conflict = state.model and (node_set_mount_conflict(run.cluster, state.model)
+                                        or bridged_node_set_problem(run.cluster, state.model))
             if conflict:
                 state.model, state.error = None, f"NodeSet {meta['namespace']}/{state.raw['metadata']['name']}: {conflict}"
 
@@ -290,7 +294,7 @@ class ClusterReconciler:
                 replicas={s.model.metadata.name: s.plan.replicas for s in run.node_sets if s.plan is not None},
                 unix_ids=run.unix_ids, directory_files=run.directory_files,
                 avoided_nodes=avoided_nodes(run.k8s_nodes, run.cluster.spec.node_health.drain_on_node_conditions),
-                device_plugin_image=self.device_plugin_image,
+                device_plugin=self.device_plugin,
             )
         except RenderError as error:
             raise StepFailed("Render", "InvalidSpec", str(error)) from None

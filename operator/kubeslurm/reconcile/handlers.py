@@ -20,6 +20,7 @@ from ..api import GROUP, VERSION
 from ..api.bridge import scheduler_name
 from ..metrics.operator_metrics import CLUSTERS, PENDING_WAKEUPS, forget_cluster
 from ..process_memory import return_free_memory
+from ..render.bridge.device_plugin import DevicePluginSettings
 from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
@@ -60,7 +61,7 @@ class Runtime:
         self.events = EventRecorder(self.api, instance=os.environ.get("POD_NAME", "kubeslurm"))
         access = SlurmAccess(self.api, api_client)
         self.reconciler = ClusterReconciler(self.api, access, self.events, slurmd_access=access.slurmd_runner,
-                                            device_plugin_image=os.environ.get("KUBESLURM_DEVICE_PLUGIN_IMAGE") or None,
+                                            device_plugin=DevicePluginSettings.from_environment(),
                                             bridge_pod_namespaces=self.namespaces_asking)
 
     def wakeup(self, namespace: str, name: str) -> threading.Event:

@@ -17,7 +17,7 @@ from kubeslurm.api import NodeSet, SlurmCluster
 from kubeslurm.render import slurm_pod
 from kubeslurm.render.accounting.services import accounting_service, accounting_address_service
 from kubeslurm.render.accounting.statefulset import accounting_stateful_set
-from kubeslurm.render.bridge.device_plugin import device_plugin_objects
+from kubeslurm.render.bridge.device_plugin import DevicePluginSettings, device_plugin_objects
 from kubeslurm.render.config.config_map import slurm_config_map
 from kubeslurm.render.config.files import render_config_files
 from kubeslurm.render.config.slurmdbd_conf import render_slurmdbd_conf
@@ -53,7 +53,7 @@ def desired_objects(
     unix_ids: Mapping[str, int] | None = None,
     avoided_nodes: Collection[str] = (),
     directory_files: Mapping[str, str] | None = None,
-    device_plugin_image: str | None = None,
+    device_plugin: DevicePluginSettings | None = None,
 ) -> list[dict]:
     """Every object the operator applies for one cluster, in apply order.
 
@@ -65,7 +65,7 @@ def desired_objects(
     avoided_nodes: Kubernetes nodes with health trouble that the pods of NodeSets with
     replaceUnhealthy must not be scheduled to (reconcile/replacement.py).
     directory_files: in ldap mode (spec.identity), sssd.conf and the CA (sssd_conf.directory_files).
-    device_plugin_image: the image of `kubeslurm device-plugin` (the operator's own, from its
+    device_plugin: how to run `kubeslurm device-plugin` (image, host folders: from the operator's
     Deployment); with spec.bridge on, its DaemonSet and access come last. None: not rendered.
     """
     users = slurm_pod.unix_users(cluster, unix_ids)
@@ -80,8 +80,8 @@ def desired_objects(
             avoided_nodes=avoided_nodes if node_set.spec.replace_unhealthy else (),
         )
     objects += [owned_by_cluster(node_set, cluster) for node_set in node_sets]
-    if device_plugin_image:
-        objects += device_plugin_objects(cluster, image=device_plugin_image)
+    if device_plugin is not None:
+        objects += device_plugin_objects(cluster, device_plugin)
     return objects
 
 

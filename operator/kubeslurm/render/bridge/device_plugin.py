@@ -13,13 +13,25 @@ its answers; the container runtime opens them). The device folder is mounted at 
 path, because the DeviceSpecs name host paths.
 """
 
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from kubeslurm.api import SlurmCluster
+from kubeslurm.api.names import MOUNT_PATH_PATTERN, PATTERN_HELP
+from kubeslurm.render.bridge.bridged_nodes import bridged_node_selector, bridged_toleration
 from kubeslurm.render.bridge.placements import placements_config_map_name
 from kubeslurm.render.k8s import labels
 from kubeslurm.render.k8s.metadata import object_meta
 
 KUBELET_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
-BRIDGE_NODE_KEY = "kubeslurm.io/bridge"
+DEVICE_DIR = "/dev"
+IMAGE_ENV = "KUBESLURM_DEVICE_PLUGIN_IMAGE"
+DEVICE_DIR_ENV = "KUBESLURM_DEVICE_PLUGIN_DEVICE_DIR"
+KUBELET_DIR_ENV = "KUBESLURM_DEVICE_PLUGIN_KUBELET_DIR"
 PLUGIN_VOLUME = "kubelet-device-plugins"
 DEVICE_VOLUME = "node-devices"
 
@@ -32,23 +44,47 @@ def device_plugin_name(cluster_name: str) -> str:
     return f"{cluster_name}-gpu-device-plugin"
 
 
-def bridged_node_selector(cluster_name: str) -> dict[str, str]:
-    """The label of the Kubernetes nodes whose GPUs this cluster's Slurm hands to pods."""
-    return {BRIDGE_NODE_KEY: cluster_name}
+@dataclass(frozen=True)
+class DevicePluginSettings:
+    """How the operator's Deployment says to run the device plugin on the bridged nodes.
 
-
-def device_plugin_objects(cluster: SlurmCluster, *, image: str, image_pull_policy: str = "IfNotPresent",
-                          device_dir: str = "/dev") -> list[dict]:
-    """ServiceAccount, Role, RoleBinding and DaemonSet, in apply order; [] with the bridge off.
-
-    image: an image with kubeslurm and its device-plugin extra (the operator's image).
-    device_dir: where the nodes' nvidiaN device files are (the local cluster's fake GPUs live
-    elsewhere than /dev).
+    image: an image with kubeslurm and its device-plugin extra (the operator's own).
+    device_dir: the nodes' folder of nvidiaN device files (the local cluster's fake GPUs live
+    elsewhere than /dev). kubelet_plugin_dir: the kubelet's device-plugin folder (its
+    --root-dir may differ from /var/lib/kubelet). Both become hostPath volumes: absolute paths
+    of plain components, checked here whoever made the settings.
     """
+    image: str
+    device_dir: str = DEVICE_DIR
+    kubelet_plugin_dir: str = KUBELET_PLUGIN_DIR
+
+    def __post_init__(self):
+        for field, env in (("device_dir", DEVICE_DIR_ENV), ("kubelet_plugin_dir", KUBELET_DIR_ENV)):
+            value = getattr(self, field)
+            if not isinstance(value, str) or not re.fullmatch(MOUNT_PATH_PATTERN, value):
+                raise ValueError(
+                    f"{env} (the device plugin's {field}) {value!r} is not {PATTERN_HELP[MOUNT_PATH_PATTERN]}: "
+                    f"set it to the nodes' folder, e.g. {getattr(DevicePluginSettings, field)}, or unset it for that default")
+        if not isinstance(self.image, str) or not self.image.strip() or any(c.isspace() for c in self.image):
+            raise ValueError(f"{IMAGE_ENV} {self.image!r} is not an image reference: set it to the operator's image")
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> DevicePluginSettings | None:
+        """From the operator's environment (its Deployment); None without an image: no DaemonSet."""
+        environ = os.environ if environ is None else environ
+        image = environ.get(IMAGE_ENV)
+        if not image:
+            return None
+        return cls(image=image, device_dir=environ.get(DEVICE_DIR_ENV) or DEVICE_DIR,
+                   kubelet_plugin_dir=environ.get(KUBELET_DIR_ENV) or KUBELET_PLUGIN_DIR)
+
+
+def device_plugin_objects(cluster: SlurmCluster, settings: DevicePluginSettings, *,
+                          image_pull_policy: str = "IfNotPresent") -> list[dict]:
+    """ServiceAccount, Role, RoleBinding and DaemonSet, in apply order; [] with the bridge off."""
     if not (cluster.spec.bridge and cluster.spec.bridge.enabled):
         return []
-    if not device_dir.startswith("/") or "\n" in device_dir:
-        raise ValueError(f"device_dir must be an absolute path, not {device_dir!r}")
+    image, device_dir, plugin_dir = settings.image, settings.device_dir, settings.kubelet_plugin_dir
     name = cluster.metadata.name
     plugin = device_plugin_name(name)
     object_labels = labels.object_labels(name, labels.BRIDGE)
@@ -73,7 +109,7 @@ def device_plugin_objects(cluster: SlurmCluster, *, image: str, image_pull_polic
         "imagePullPolicy": image_pull_policy,
         "command": ["/opt/kubeslurm/bin/kubeslurm", "device-plugin"],
         "args": [f"--cluster={name}", f"--namespace={cluster.metadata.namespace}",
-                 f"--device-dir={device_dir}", f"--plugin-dir={KUBELET_PLUGIN_DIR}"],
+                 f"--device-dir={device_dir}", f"--plugin-dir={plugin_dir}"],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "resources": {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": {
@@ -82,7 +118,7 @@ def device_plugin_objects(cluster: SlurmCluster, *, image: str, image_pull_polic
             "capabilities": {"drop": ["ALL"]},
         },
         "volumeMounts": [
-            {"name": PLUGIN_VOLUME, "mountPath": KUBELET_PLUGIN_DIR},
+            {"name": PLUGIN_VOLUME, "mountPath": plugin_dir},
             {"name": DEVICE_VOLUME, "mountPath": device_dir, "readOnly": True},
         ],
     }
@@ -99,11 +135,11 @@ def device_plugin_objects(cluster: SlurmCluster, *, image: str, image_pull_polic
                     "enableServiceLinks": False,
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "nodeSelector": bridged_node_selector(name),
-                    "tolerations": [{"key": BRIDGE_NODE_KEY, "operator": "Equal", "value": name, "effect": "NoSchedule"}],
+                    "tolerations": [bridged_toleration(name)],
                     "terminationGracePeriodSeconds": 10,
                     "containers": [container],
                     "volumes": [
-                        {"name": PLUGIN_VOLUME, "hostPath": {"path": KUBELET_PLUGIN_DIR, "type": "Directory"}},
+                        {"name": PLUGIN_VOLUME, "hostPath": {"path": plugin_dir, "type": "Directory"}},
                         {"name": DEVICE_VOLUME, "hostPath": {"path": device_dir, "type": "Directory"}},
                     ],
                 },

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kubeslurm.api.bridge import BRIDGED_FEATURE
 from kubeslurm.api.names import DNS_SUBDOMAIN_PATTERN, NAMESPACE_PATTERN, SLURM_NAME_PATTERN, UNIX_USER_PATTERN
 
 # Root-owned, on the slurmd pod: the Epilog waits while <job id> exists here.
@@ -44,6 +45,9 @@ class PlaceholderRequest:
     gpus: int = 0
     qos: str | None = None
     partition: str | None = None
+    # The cluster has a bridged NodeSet: the job may run only on its nodes (Features=kubeslurm_bridged),
+    # the Kubernetes nodes dedicated to the bridge, never on a node other pods are scheduled to.
+    bridged_nodes_only: bool = False
 
 
 def _checked(value: str, pattern: str, what: str) -> str:
@@ -87,6 +91,8 @@ def sbatch_argv(request: PlaceholderRequest) -> list[str]:
         argv.append(f"--qos={_checked(r.qos, SLURM_NAME_PATTERN, 'qos')}")
     if r.partition is not None:
         argv.append(f"--partition={_checked(r.partition, SLURM_NAME_PATTERN, 'partition')}")
+    if r.bridged_nodes_only:
+        argv.append(f"--constraint={BRIDGED_FEATURE}")
     return [*argv, "--no-requeue", "--chdir=/", "--output=/dev/null", f"--wrap={PLACEHOLDER_SCRIPT}"]
 
 

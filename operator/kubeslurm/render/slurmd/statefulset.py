@@ -9,6 +9,8 @@ Pod layout:
   once slurmctld listens, and on a rerun of the container first marks the node DOWN.
 - requests = limits = spec.resources (+ the GPUs under gpus.resourceName): Guaranteed
   QoS, so the CPU manager can pin whole cores and nothing evicts a node for memory.
+  A bridged NodeSet (spec.bridged) requests only slurmd's overhead instead, on the nodes
+  dedicated to the bridge (render/bridge/bridged_nodes.py): Slurm shares them out there.
 - emptyDirs: /var/spool/slurmd (job scripts, per node by SlurmdSpoolDir=%n),
   /run/slurm (the fetched configs and the auth socket the client commands use) and
   /dev/shm in memory (the container default of 64Mi breaks NCCL and MPI).
@@ -25,6 +27,7 @@ from copy import deepcopy
 from kubeslurm.api import NodeSet, SlurmCluster
 from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE
 from kubeslurm.render import slurm_pod
+from kubeslurm.render.bridge.bridged_nodes import bridged_slurmd_requests, place_on_bridged_nodes
 from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.secrets import AUTH_KEY_FILE
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
@@ -249,6 +252,13 @@ def slurmd_pod_template(
         template = merge_pod_template(template, spec.pod_template.overlay())
     # The StatefulSet selects pods by these labels and the operator finds them by them.
     template.setdefault("metadata", {}).setdefault("labels", {}).update(pod_labels)
+    if spec.bridged:
+        # After the podTemplate: its nodeSelector or tolerations cannot move a bridged node's
+        # slurmd off the dedicated nodes, nor its resources make the kubelet count Slurm's share.
+        place_on_bridged_nodes(template["spec"], cluster.metadata.name)
+        for container in template["spec"]["containers"]:
+            if container["name"] == SLURMD_CONTAINER:
+                container["resources"] = bridged_slurmd_requests(container["resources"])
     if node_set.spec.replace_unhealthy:
         # Always there with replaceUnhealthy, "" without avoided nodes: the apply step writes only
         # when a desired field differs from the live object, and the exclusion leaving the
