@@ -497,6 +497,14 @@ def test_owned_slurm_conf_key_is_refused_with_what_to_change(operator, control_p
     assert "spec.slurmConf.SchedulerType" in message and "spec.scheduling.backfill" in message
 
 
+def node_set_degraded(cp, namespace: str, name: str) -> dict:
+    """The NodeSet's Degraded condition once it is True."""
+    def degraded():
+        found = condition(get(cp, "nodeset", name, namespace), "Degraded")
+        return found and found["status"] == "True" and found
+    return eventually(degraded, what=f"NodeSet {name} Degraded")
+
+
 def test_a_node_set_named_like_an_older_cluster_s_object_is_refused_and_that_cluster_kept(operator, control_plane, namespace):
     """NodeSet `other-controller` of cluster research would own a StatefulSet (and pods) named
     like cluster other's controller: the newer object is InvalidSpec, the older cluster untouched."""
@@ -512,10 +520,7 @@ def test_a_node_set_named_like_an_older_cluster_s_object_is_refused_and_that_clu
     apply_example(cp, namespace, [*docs, squatter])
     wait_for_objects(cp, namespace)
 
-    def refused():
-        degraded = condition(get(cp, "nodeset", "other-controller", namespace), "Degraded")
-        return degraded and degraded["status"] == "True" and degraded
-    degraded = eventually(refused, what="NodeSet other-controller Degraded")
+    degraded = node_set_degraded(cp, namespace, "other-controller")
     assert degraded["reason"] == "InvalidSpec", degraded
     assert "metadata.name" in degraded["message"] and "SlurmCluster" in degraded["message"], degraded
     after = get(cp, "statefulset", "other-controller", namespace)
@@ -536,10 +541,7 @@ def test_a_bridged_node_set_of_a_cluster_without_the_bridge_is_refused_naming_sp
     apply_example(cp, namespace, [*docs, edge])
     wait_for_objects(cp, namespace)
 
-    def refused():
-        degraded = condition(get(cp, "nodeset", "edge", namespace), "Degraded")
-        return degraded and degraded["status"] == "True" and degraded
-    degraded = eventually(refused, what="NodeSet edge Degraded")
+    degraded = node_set_degraded(cp, namespace, "edge")
     assert degraded["reason"] == "InvalidSpec", degraded
     assert "spec.bridged is true but SlurmCluster research has spec.bridge.enabled off" in degraded["message"], degraded
     assert get(cp, "statefulset", "edge", namespace) is None
