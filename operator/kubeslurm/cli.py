@@ -10,6 +10,8 @@ import yaml
 
 from .api import ManifestError, NodeSet, SlurmCluster, load_files
 from .api.crds import crd_file_name, custom_resource_definitions
+from .reconcile.storage_check import node_set_mount_conflict
+from .render.bridge.bridged_nodes import bridged_node_set_problem
 from .render.cluster_objects import desired_objects
 from .render.config.files import render_config_files
 from .render.config.sssd_conf import directory_files
@@ -171,6 +173,12 @@ def command_render(args) -> int:
         if collisions:
             raise RenderError(collisions[0].obj, collisions[0].field, "\n".join(
                 [collisions[0].message, *(str(error) for error in collisions[1:])]))
+        # What the operator reports as a NodeSet's InvalidSpec (it renders nothing for it): refused here too.
+        for cluster in manifests.clusters:
+            for ns in manifests.node_sets_of(cluster):
+                problem = node_set_mount_conflict(cluster, ns) or bridged_node_set_problem(cluster, ns)
+                if problem:
+                    raise ManifestError(f"NodeSet {ns.metadata.namespace}/{ns.metadata.name}: {problem}")
         out = []
         objects = []
         for cluster in manifests.clusters:

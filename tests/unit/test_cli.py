@@ -77,6 +77,33 @@ def test_node_set_without_its_cluster(tmp_path, capsys):
     assert "spec.clusterName" in capsys.readouterr().err
 
 
+def _with_first_node_set(tmp_path, change) -> str:
+    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    change(next(d for d in documents if d["kind"] == "NodeSet")["spec"], next(d for d in documents if d["kind"] == "SlurmCluster")["spec"])
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    return str(path)
+
+
+def test_a_bridged_node_set_of_a_cluster_without_the_bridge_is_refused_offline_too(tmp_path, capsys):
+    """The same InvalidSpec the operator reports: nothing is rendered, the message names the field."""
+    def bridged(node_set, cluster):
+        node_set["bridged"] = True
+    assert main(["render", "-f", _with_first_node_set(tmp_path, bridged)]) == 1
+    err = capsys.readouterr().err
+    assert "spec.bridged is true but SlurmCluster research has spec.bridge.enabled off" in err, err
+
+
+def test_a_node_set_mount_over_a_shared_path_is_refused_offline_too(tmp_path, capsys):
+    def shadowing(node_set, cluster):
+        cluster["storage"] = {"volumes": [{"name": "scratch", "mountPath": "/scratch", "existingClaim": {"name": "scratch"}}]}
+        node_set["podTemplate"] = {"spec": {"containers": [
+            {"name": "slurmd", "volumeMounts": [{"name": "cache", "mountPath": "/scratch/cache"}]}]}}
+    assert main(["render", "-f", _with_first_node_set(tmp_path, shadowing)]) == 1
+    err = capsys.readouterr().err
+    assert "spec.podTemplate.spec.containers[0].volumeMounts[0].mountPath: /scratch/cache overlaps /scratch" in err, err
+
+
 def test_console_script_crds_is_valid_yaml():
     out = subprocess.run([sys.executable, "-m", "kubeslurm.cli", "crds"], capture_output=True, text=True, check=True).stdout
     assert out.count("kind: CustomResourceDefinition") == 2
