@@ -18,7 +18,7 @@ from images.build import IMAGES, build_rootfs
 from testbed.oci_image import IMAGE_ID, IMAGE_TAG, write_oci_layout
 from testbed.waiting import wait_for
 
-from .workload_clusters import demo_variant
+from .workload_clusters import demo_variant, slurm_index_list
 
 pytestmark = pytest.mark.e2e
 
@@ -123,15 +123,6 @@ def _values(out: str, name: str) -> set[str]:
     return {m.group(1) for m in re.finditer(rf"(?:^|\s){name}=(\S+)", out, re.M)}
 
 
-def _numbers(ranges: str) -> set[int]:
-    """0-1,3 -> {0, 1, 3}: Slurm's GRES IDX and GPU lists."""
-    numbers: set[int] = set()
-    for part in filter(None, ranges.split(",")):
-        low, _, high = part.partition("-")
-        numbers.update(range(int(low), int(high or low) + 1))
-    return numbers
-
-
 def _gpu_files(paths: set[str]) -> set[str]:
     return {p for p in paths if re.fullmatch(r"/dev/nvidia[0-9]+", p)}
 
@@ -141,7 +132,7 @@ def test_a_container_step_sees_exactly_the_gpus_slurm_gave_it(login, bundle, cou
     script = GPU_STEPS.format(count=count, bundle=bundle, with_gpus=LIST_GPUS.format(p=""),
                               without=LIST_GPUS.format(p="none_"))
     out = _run_batch(login, f"container-gpus-{count}", script, f"-p gpu --gres=gpu:{count}")
-    allocated = _numbers(re.search(r"GRES=\S*\(IDX:([0-9,-]+)\)", out).group(1))
+    allocated = slurm_index_list(re.search(r"GRES=\S*\(IDX:([0-9,-]+)\)", out).group(1))
     node, inside = _values(out, "node_device"), _values(out, "device")
     assert _gpu_files(node) == {"/dev/nvidia0", "/dev/nvidia1"}, out  # the pod has both GPUs
     assert len(allocated) == count, out
@@ -149,7 +140,7 @@ def test_a_container_step_sees_exactly_the_gpus_slurm_gave_it(login, bundle, cou
     assert _gpu_files(inside) == {f"/dev/nvidia{n}" for n in allocated}, out
     assert inside - _gpu_files(inside) == node - _gpu_files(node), out  # control devices, if the node has any
     # what Slurm told the step names the same GPUs (no ConstrainDevices: CUDA counts by device number)
-    told = {frozenset(_numbers(v)) for v in (*_values(out, "step_gpus"), *_values(out, "cuda"))}
+    told = {frozenset(slurm_index_list(v)) for v in (*_values(out, "step_gpus"), *_values(out, "cuda"))}
     assert told == {frozenset(allocated)}, out
     # a step of the same job given no GPU gets no device file
     assert not _values(out, "none_device"), out
@@ -159,8 +150,8 @@ def test_a_container_batch_job_sees_the_job_s_gpus(login, bundle):
     out = _run_batch(login, "container-batch-gpu", "#!/bin/sh\n" + LIST_GPUS.format(p=""),
                      f"-p gpu --gres=gpu:1 --container={bundle}")
     job_gpus = _values(out, "job_gpus")
-    assert len(job_gpus) == 1 and len(_numbers(next(iter(job_gpus)))) == 1, out
-    assert _gpu_files(_values(out, "device")) == {f"/dev/nvidia{n}" for n in _numbers(next(iter(job_gpus)))}, out
+    assert len(job_gpus) == 1 and len(slurm_index_list(next(iter(job_gpus)))) == 1, out
+    assert _gpu_files(_values(out, "device")) == {f"/dev/nvidia{n}" for n in slurm_index_list(next(iter(job_gpus)))}, out
 
 
 # -- peers by name: what MPI and NCCL look up out of band ---------------------------------

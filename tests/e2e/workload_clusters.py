@@ -52,6 +52,15 @@ class Login:
         return self.kube.get("pod", name, "-n", self.namespace)
 
 
+def slurm_index_list(ranges: str) -> set[int]:
+    """0-1,3 -> {0, 1, 3}: Slurm's GRES IDX and GPU lists."""
+    numbers: set[int] = set()
+    for part in filter(None, ranges.split(",")):
+        low, _, high = part.partition("-")
+        numbers.update(range(int(low), int(high or low) + 1))
+    return numbers
+
+
 @contextlib.contextmanager
 def demo_variant(kube: Kube, namespace: str, change: Callable[[list[dict]], list[dict]]) -> Iterator[Login]:
     """examples/demo.yaml in `namespace`, its documents passed through change(); Ready, then
