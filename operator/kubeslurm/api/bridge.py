@@ -60,8 +60,10 @@ class BridgeSpec(KubeModel):
     enabled: bool = Field(
         default=False,
         description="Let Slurm schedule pods with schedulerName kubeslurm-<cluster> in the namespaces below. "
-                    "Each such pod becomes a Slurm job (CPUs, memory) and is bound to the node of its allocation "
-                    "once the job runs. GPUs and pod groups are in development (docs/design/slurm-scheduled-pods.md). "
+                    "Each such pod becomes a Slurm job (CPUs, memory, kubeslurm.io/gpu as Slurm GPUs) and is bound "
+                    "to the node of its allocation once the job runs; its GPUs are exactly the ones Slurm allocated "
+                    "(the kubeslurm device plugin, on bridged NodeSets' nodes). Pod groups are in development "
+                    "(docs/design/slurm-scheduled-pods.md). "
                     "The Slurm image must carry the bridge's Epilog (kubeslurm's does).",
     )
     namespaces: list[BridgedNamespace] = Field(
