@@ -548,6 +548,46 @@ def test_a_bridged_node_set_of_a_cluster_without_the_bridge_is_refused_naming_sp
     assert condition(get(cp, "slurmcluster", "research", namespace), "Degraded")["reason"] == "NodeSetInvalid"
 
 
+def test_a_bridged_node_set_is_degraded_until_its_dedicated_nodes_can_hold_it(operator, control_plane, namespace):
+    """A bridged slurmd pod requests only slurmd's overhead, so nothing in Kubernetes stops a
+    NodeSet bigger than its dedicated nodes: the operator compares the NodeSet with the
+    allocatable of every Node labelled kubeslurm.io/bridge=<cluster> and says what to change."""
+    cp = control_plane
+    docs = documents_in(namespace)
+    cluster, h100, _cpu = docs
+    cluster["spec"]["bridge"] = BRIDGE
+    h100["spec"]["bridged"] = True  # research.yaml's h100: 8 CPUs, 32Gi, 8 nvidia.com/gpu a node
+    node = f"bridge-node-{namespace}"
+
+    def allocatable(cpu: str):
+        amounts = {"cpu": cpu, "memory": "64Gi", "nvidia.com/gpu": "8", "pods": "110"}
+        cp.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(
+            {"status": {"capacity": amounts, "allocatable": amounts}}))
+
+    try:
+        apply_example(cp, namespace, docs)
+        missing = node_set_degraded(cp, namespace, "h100")
+        assert missing["reason"] == "NoBridgedNodes", missing
+        assert "no Kubernetes node is labelled kubeslurm.io/bridge=research" in missing["message"], missing
+        assert get(cp, "statefulset", "h100", namespace) is not None, "the NodeSet is still rendered"
+
+        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": node, "labels": {"kubeslurm.io/bridge": "research"}}}))
+        allocatable("4")
+
+        def too_small():
+            found = condition(get(cp, "nodeset", "h100", namespace), "Degraded")
+            return found if found and found["reason"] == "BridgedNodesTooSmall" else None
+        small = eventually(too_small, timeout=60, what="h100 Degraded: its dedicated node too small")
+        assert f"node {node} has cpu 4 allocatable, spec.resources.cpu asks for 8" in small["message"], small
+
+        allocatable("16")
+        eventually(lambda: condition(get(cp, "nodeset", "h100", namespace), "Degraded")["status"] == "False",
+                   timeout=60, what="h100 no longer Degraded once its node can hold it")
+    finally:
+        cp.kubectl("delete", "node", node, "--ignore-not-found")
+
+
 def test_an_object_someone_else_made_under_our_name_is_not_taken_over(operator, control_plane, namespace):
     cp = control_plane
     planted = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "research-slurm-config", "namespace": namespace},

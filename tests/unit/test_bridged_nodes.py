@@ -13,6 +13,7 @@ from kubeslurm.render.bridge.bridged_nodes import (
     SLURMD_OVERHEAD_REQUESTS,
     bridged_node_selector,
     bridged_node_set_problem,
+    bridged_nodes_problem,
     bridged_nodes_only,
     bridged_slurmd_requests,
     bridged_toleration,
@@ -222,3 +223,37 @@ def test_a_bad_device_plugin_setting_is_refused_naming_the_variable_and_the_fix(
     with pytest.raises(ValueError, match=variable) as refused:
         DevicePluginSettings.from_environment(environ)
     assert "set it to" in str(refused.value)
+
+
+def kube_node(name: str, cluster: str | None = "research", **allocatable) -> dict:
+    labels = {"kubernetes.io/hostname": name} | ({BRIDGE_NODE_KEY: cluster} if cluster else {})
+    return {"metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8", **allocatable}}}
+
+
+# research.yaml's h100 NodeSet, bridged: 8 CPUs, 32Gi, 8 GPUs (nvidia.com/gpu) a node.
+@pytest.mark.parametrize("nodes, reason, said", [
+    ([kube_node("gpu-1"), kube_node("gpu-2", cpu="8", memory="32Gi")], None, None),
+    ([], "NoBridgedNodes", "spec.bridged: no Kubernetes node is labelled kubeslurm.io/bridge=research"),
+    # labelled for another cluster's bridge, or not at all: not ours
+    ([kube_node("gpu-1", cluster="other"), kube_node("gpu-2", cluster=None)], "NoBridgedNodes",
+     "kubectl taint node NODE kubeslurm.io/bridge=research:NoSchedule"),
+    ([kube_node("gpu-1"), kube_node("gpu-2", cpu="7500m")], "BridgedNodesTooSmall",
+     "node gpu-2 has cpu 7500m allocatable, spec.resources.cpu asks for 8"),
+    ([kube_node("gpu-1", memory="31Gi")], "BridgedNodesTooSmall",
+     "node gpu-1 has memory 31Gi allocatable, spec.resources.memory asks for 32Gi"),
+    ([kube_node("gpu-1", **{"nvidia.com/gpu": "4"})], "BridgedNodesTooSmall",
+     "node gpu-1 has nvidia.com/gpu 4 allocatable, spec.gpus.count asks for 8"),
+    # a node whose device plugin has not registered its GPUs yet has none
+    ([{"metadata": {"name": "gpu-1", "labels": {BRIDGE_NODE_KEY: "research"}}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}}}],
+     "BridgedNodesTooSmall", "node gpu-1 has nvidia.com/gpu 0 allocatable, spec.gpus.count asks for 8"),
+])
+def test_a_bridged_node_set_is_checked_against_its_dedicated_nodes_allocatable(nodes, reason, said):
+    node_set = parse_object(with_uid(bridged_gpu_nodes()))
+    problem = bridged_nodes_problem("research", node_set, nodes)
+    if reason is None:
+        assert problem is None
+        return
+    assert problem[0] == reason and said in problem[1], problem
+    if reason == "BridgedNodesTooSmall":
+        assert problem[1].endswith("lower the NodeSet's resources or take the label kubeslurm.io/bridge=research off the smaller nodes")

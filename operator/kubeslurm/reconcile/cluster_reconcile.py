@@ -230,7 +230,9 @@ class ClusterReconciler:
             run.live[("NodeSet", state.raw["metadata"]["name"])] = state.raw
         run.slurmd_pods = self.api.list(ownership.POD, ns, ownership.cluster_selector(name, ownership.SLURMD))
         # replaceUnhealthy's node exclusion must not drop out while a NodeSet has no pod for a moment.
-        if run.slurmd_pods or any(s.model is not None and s.model.spec.replace_unhealthy for s in run.node_sets):
+        # Bridged NodeSets are checked against their dedicated nodes' allocatable (status.node_set_status).
+        if run.slurmd_pods or any(s.model is not None and (s.model.spec.replace_unhealthy or s.model.spec.bridged)
+                                  for s in run.node_sets):
             run.k8s_nodes = {n["metadata"]["name"]: n for n in self.api.list(ownership.NODE, None)}
         primary, *backup = naming.controller_hosts(name, run.cluster.spec.controller.backup)
         run.controller_pod = self.api.get(ownership.POD, ns, primary.name)

@@ -9,6 +9,7 @@ answering) keep their last reported value instead of vanishing.
 
 from ..api import NodeSetStatus, SlurmClusterStatus
 from ..ownership import NODE_SET, NODE_SET_KIND, SLURM_CLUSTER, Kind
+from ..render.bridge.bridged_nodes import BRIDGED_NODES_TOO_SMALL, NO_BRIDGED_NODES, bridged_nodes_problem
 from ..render.k8s import naming
 from ..render.k8s.labels import SLURMD, label_selector_string, selector_labels
 from .conditions_report import conditions_for, same_conditions
@@ -122,9 +123,21 @@ def node_set_status(run: Run, state: NodeSetState) -> NodeSetStatus:
         ready_reason="AllNodesReady" if ready else ("InvalidSpec" if state.error else "NodesNotReady"),
         ready_message="" if ready or state.model is None else _not_ready_message(run, state),
         progressing=(f"scale-down waits for jobs on {', '.join(sorted(waiting))}" if waiting else None),
-        degraded=("InvalidSpec", state.error) if state.error else None,
+        degraded=("InvalidSpec", state.error) if state.error else _bridged_nodes_degraded(run, state, old),
     )
     return NodeSetStatus.model_validate(fields)
+
+
+def _bridged_nodes_degraded(run: Run, state: NodeSetState, old: dict) -> tuple[str, str] | None:
+    """A bridged NodeSet whose dedicated nodes cannot hold it (bridged_nodes_problem). Nodes not
+    read this run (a failed reconcile): the last report stands."""
+    if state.model is None or not state.model.spec.bridged or run.cluster is None:
+        return None
+    if run.k8s_nodes is not None:
+        return bridged_nodes_problem(run.cluster.metadata.name, state.model, run.k8s_nodes.values())
+    last = next((c for c in old.get("conditions", []) if c.get("type") == "Degraded" and c.get("status") == "True"), None)
+    return (last["reason"], last.get("message", "")) if last and last.get("reason") in (
+        NO_BRIDGED_NODES, BRIDGED_NODES_TOO_SMALL) else None
 
 
 def _slurmctld_message(run: Run) -> str:

@@ -45,6 +45,41 @@ def bridged_node_set_problem(cluster: SlurmCluster, node_set: NodeSet) -> str | 
     return None
 
 
+# What a bridged NodeSet registers with Slurm, against what a dedicated node has: slurmd's pod
+# requests only its overhead there, so the kubelet's admission no longer stops a NodeSet bigger
+# than its node; Slurm would then place jobs and bridged pods on CPUs, memory and GPUs the node
+# does not have, and the kubelet refuse the pods it binds there (OutOfcpu).
+NO_BRIDGED_NODES = "NoBridgedNodes"
+BRIDGED_NODES_TOO_SMALL = "BridgedNodesTooSmall"
+
+
+def bridged_nodes_problem(cluster: str, node_set: NodeSet, nodes: Iterable[dict]) -> tuple[str, str] | None:
+    """(reason, message) of the NodeSet's Degraded condition when the Kubernetes nodes dedicated
+    to the cluster's bridge cannot hold its slurmd pods (none dedicated, or some too small); or None."""
+    dedicated = sorted((n for n in nodes if (n["metadata"].get("labels") or {}).get(BRIDGE_NODE_KEY) == cluster),
+                       key=lambda n: n["metadata"]["name"])
+    if not dedicated:
+        return NO_BRIDGED_NODES, (f"spec.bridged: no Kubernetes node is labelled {BRIDGE_NODE_KEY}={cluster}; label and taint the nodes "
+                f"for this NodeSet: kubectl label node NODE {BRIDGE_NODE_KEY}={cluster} and kubectl taint node NODE "
+                f"{BRIDGE_NODE_KEY}={cluster}:NoSchedule")
+    wanted = {"cpu": ("spec.resources.cpu", node_set.spec.resources.cpu),
+              "memory": ("spec.resources.memory", node_set.spec.resources.memory)}
+    if node_set.spec.gpus is not None and node_set.spec.gpus.count > 0:
+        wanted[node_set.spec.gpus.resource_name] = ("spec.gpus.count", node_set.spec.gpus.count)
+    short = []
+    for node in dedicated:
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for resource, (field, amount) in wanted.items():
+            has = parse_quantity(allocatable.get(resource, 0))
+            if parse_quantity(amount) > has:
+                short.append(f"node {node['metadata']['name']} has {resource} {allocatable.get(resource, 0)} allocatable, "
+                             f"{field} asks for {amount}")
+    if not short:
+        return None
+    return BRIDGED_NODES_TOO_SMALL, (f"{'; '.join(short)}: Slurm would hand out more than the node has; lower the NodeSet's resources "
+            f"or take the label {BRIDGE_NODE_KEY}={cluster} off the smaller nodes")
+
+
 def place_on_bridged_nodes(pod_spec: dict, cluster: str) -> None:
     """Select and tolerate the cluster's bridged nodes, over whatever the spec or podTemplate said."""
     pod_spec.setdefault("nodeSelector", {}).update(bridged_node_selector(cluster))
