@@ -82,7 +82,7 @@ class Bed:
                 return None
             return all(states.get(n, "").startswith(USABLE) for n in names) or None
         wait_for(usable, timeout, f"{sorted(names)} usable in sinfo", interval=2,
-                 details=lambda: str(self.node_states()))
+                 details=lambda: self.sh("sinfo -N -h -o '%N %t %E'", check=False))
         return time.monotonic() - t0
 
     def job_runs(self, job: str) -> list[str]:

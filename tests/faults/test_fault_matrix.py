@@ -406,6 +406,24 @@ def slurmctld_answers(bed) -> bool:
         return False
 
 
+def wait_job_state_saved(bed, job: str) -> None:
+    """Until slurmctld has written its job state after this moment. It writes the state a moment
+    after a change, not with it: a controller lost before that write comes back without the
+    jobs' start, launches them again on nodes where they still run, and Slurm drains those nodes
+    "Duplicate jobid" (seen in CI, 2026-12-05; README, fault matrix). This fault is a controller
+    lost with its jobs recorded. Each try changes `job`'s comment, a change slurmctld saves."""
+    from kubeslurm.render.controller.statefulset import STATE_SAVE_LOCATION
+
+    after = int(time.time()) + 1  # the file's time has whole seconds: a write in a later second
+
+    def saved() -> bool:
+        bed.sh(f"scontrol update JobId={job} Comment=state-save-{time.monotonic_ns()}")
+        out = bed.kube.exec(NAMESPACE, CONTROLLER, "slurmctld", ["stat", "-c", "%Y", f"{STATE_SAVE_LOCATION}/job_state"],
+                            check=False, timeout=60)
+        return out.returncode == 0 and int(out.stdout.strip() or 0) >= after
+    wait_for(saved, 60, "slurmctld's job state written after the jobs started", interval=1)
+
+
 def test_slurmctld_node_lost(bed, local_cluster):
     """The Kubernetes node under slurmctld's pod is lost (powered off, its Node deleted): the
     StatefulSet makes the controller pod on another node, where it finds its state on the claim:
@@ -416,6 +434,7 @@ def test_slurmctld_node_lost(bed, local_cluster):
     running = [bed.sbatch(f"-p {p} --wrap 'sleep 30'") for p in ("cpu", "gpu")]
     for job in running:
         bed.wait_running(job)
+    wait_job_state_saved(bed, held)
     controller = bed.pod(CONTROLLER)
     lost = controller["spec"]["nodeName"]
     t0 = time.monotonic()
