@@ -24,7 +24,7 @@ from testbed import deployment
 from testbed.local_cluster.system_images import BUSYBOX_IMAGE
 from testbed.waiting import wait_for
 
-from .workload_clusters import CLUSTER, LOGIN, demo_variant, slurm_index_list
+from .workload_clusters import CLUSTER, LOGIN, bridged_only, demo_variant, slurm_index_list
 
 pytestmark = pytest.mark.e2e
 
@@ -34,21 +34,6 @@ ACCOUNT, USER = "serving", "svc-infer"
 SLURMD = "h100-0"
 GPUS = 8  # every fake GPU of a local cluster node (testbed/local_cluster/layout.py DEFAULT_GPUS)
 APP = "infer"
-
-
-def _bridged_gpu_cluster(documents: list[dict]) -> list[dict]:
-    for document in documents:
-        if document["kind"] == "SlurmCluster":
-            spec = document["spec"]
-            spec["partitions"] = [{"name": "gpu", "nodeSets": ["h100"], "default": True}]
-            spec["accounts"].append({"name": ACCOUNT, "shares": 10, "users": [USER]})
-            spec["bridge"] = {"enabled": True,
-                              "namespaces": [{"namespace": APPS, "account": ACCOUNT, "user": USER, "partition": "gpu"}]}
-        elif document["kind"] == "NodeSet" and document["metadata"]["name"] == "h100":
-            document["spec"]["bridged"] = True
-            document["spec"]["resources"] = {"cpu": "2", "memory": "2Gi"}
-            document["spec"]["gpus"] = {"count": GPUS, "type": "h100"}
-    return [d for d in documents if d["kind"] != "NodeSet" or d["metadata"]["name"] == "h100"]
 
 
 def _inference() -> list[dict]:
@@ -85,7 +70,9 @@ def login(kube, operator):
     client.run("delete", "namespace", APPS, "--ignore-not-found", "--timeout=300s")
     client.ensure_namespace(APPS, deployment.TEST_NAMESPACE_LABELS)
     try:
-        with demo_variant(client, NAMESPACE, _bridged_gpu_cluster) as researcher:
+        with demo_variant(client, NAMESPACE, bridged_only(
+                "h100", "gpu", APPS, ACCOUNT, USER,
+                {"resources": {"cpu": "2", "memory": "2Gi"}, "gpus": {"count": GPUS, "type": "h100"}})) as researcher:
             yield researcher
     finally:
         client.run("delete", "namespace", APPS, "--ignore-not-found", "--wait=false", check=False)

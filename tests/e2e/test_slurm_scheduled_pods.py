@@ -26,7 +26,7 @@ from testbed import deployment
 from testbed.local_cluster.system_images import BUSYBOX_IMAGE
 from testbed.waiting import wait_for
 
-from .workload_clusters import CLUSTER, LOGIN, demo_variant
+from .workload_clusters import CLUSTER, LOGIN, bridged_only, demo_variant
 
 pytestmark = pytest.mark.e2e
 
@@ -34,19 +34,6 @@ NAMESPACE = "e2e-bridge"
 APPS = "e2e-bridge-apps"  # the bridged namespace: an application team's, not the cluster's
 ACCOUNT, USER = "serving", "svc-web"
 SLURMD = "cpu-0"
-
-
-def _bridged_cpu_cluster(documents: list[dict]) -> list[dict]:
-    for document in documents:
-        if document["kind"] == "SlurmCluster":
-            spec = document["spec"]
-            spec["partitions"] = [{"name": "cpu", "nodeSets": ["cpu"], "default": True}]
-            spec["accounts"].append({"name": ACCOUNT, "shares": 10, "users": [USER]})
-            spec["bridge"] = {"enabled": True,
-                              "namespaces": [{"namespace": APPS, "account": ACCOUNT, "user": USER, "partition": "cpu"}]}
-        elif document["kind"] == "NodeSet" and document["metadata"]["name"] == "cpu":
-            document["spec"]["bridged"] = True
-    return [d for d in documents if d["kind"] != "NodeSet" or d["metadata"]["name"] == "cpu"]
 
 
 def _pod_spec(app: str) -> dict:
@@ -95,7 +82,7 @@ def login(kube, operator, bridge_node):
     client.run("delete", "namespace", APPS, "--ignore-not-found", "--timeout=300s")
     client.ensure_namespace(APPS, deployment.TEST_NAMESPACE_LABELS)
     try:
-        with demo_variant(client, NAMESPACE, _bridged_cpu_cluster) as researcher:
+        with demo_variant(client, NAMESPACE, bridged_only("cpu", "cpu", APPS, ACCOUNT, USER)) as researcher:
             yield researcher
     finally:
         client.run("delete", "namespace", APPS, "--ignore-not-found", "--wait=false", check=False)

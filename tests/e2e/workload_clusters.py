@@ -61,6 +61,25 @@ def slurm_index_list(ranges: str) -> set[int]:
     return numbers
 
 
+def bridged_only(node_set: str, partition: str, apps: str, account: str, user: str,
+                 node_set_spec: dict | None = None) -> Callable[[list[dict]], list[dict]]:
+    """A demo_variant change: the demo with only `node_set`, bridged (spec.bridged, with
+    node_set_spec's fields on top), in one default `partition`; the bridge maps the application
+    namespace `apps` to Slurm `account` and `user` (an account of its own)."""
+    def change(documents: list[dict]) -> list[dict]:
+        for document in documents:
+            if document["kind"] == "SlurmCluster":
+                spec = document["spec"]
+                spec["partitions"] = [{"name": partition, "nodeSets": [node_set], "default": True}]
+                spec["accounts"].append({"name": account, "shares": 10, "users": [user]})
+                spec["bridge"] = {"enabled": True, "namespaces": [
+                    {"namespace": apps, "account": account, "user": user, "partition": partition}]}
+            elif document["kind"] == "NodeSet" and document["metadata"]["name"] == node_set:
+                document["spec"].update({"bridged": True, **(node_set_spec or {})})
+        return [d for d in documents if d["kind"] != "NodeSet" or d["metadata"]["name"] == node_set]
+    return change
+
+
 @contextlib.contextmanager
 def demo_variant(kube: Kube, namespace: str, change: Callable[[list[dict]], list[dict]]) -> Iterator[Login]:
     """examples/demo.yaml in `namespace`, its documents passed through change(); Ready, then
