@@ -158,19 +158,25 @@ class JobLedger:
         def settled():
             try:
                 outcomes = self.outcomes()
+                queued = self.queued()
             except Exception:  # noqa: BLE001 - the command's own error is the next attempt's
                 return None
-            pending = [j for j, o in outcomes.items() if o.final not in FINAL_STATES]
-            return None if pending else True
+            return None if unsettled(outcomes, queued) else True
         wait_for(settled, timeout, f"every one of {len(self.submitted)} jobs in a final state in sacct",
                  interval=interval, details=lambda: self._unsettled())
         return self.summary()
 
+    def queued(self) -> set[str]:
+        """The jobs (arrays by their base id) slurmctld still holds: pending, running, completing.
+        A requeued job waits out Slurm's requeue delay (BeginTime) before its new run has a row in
+        sacct, so sacct alone shows its failed run as its last one for a while."""
+        return {line.strip() for line in self.sh("squeue -a -h -o %F").split() if line.strip()}
+
     def _unsettled(self) -> str:
         try:
-            return ", ".join(f"{j}: {o.final}" for j, o in self.outcomes().items() if o.final not in FINAL_STATES)
+            return ", ".join(f"{j}: {state}" for j, state in unsettled(self.outcomes(), self.queued()).items())
         except Exception as error:  # noqa: BLE001
-            return f"sacct: {error}"
+            return f"sacct/squeue: {error}"
 
 
 class JobStream:
@@ -263,6 +269,18 @@ def outcomes_of(submitted: list[str], runs: dict[str, list[str]]) -> dict[str, O
         last = next((f for f in finals if f != "COMPLETED"), "COMPLETED")
         result[job] = Outcome(job, (["REQUEUED"] if any(len(v) > 1 for v in tasks.values()) else []) + [last])
     return result
+
+
+def unsettled(outcomes: dict[str, Outcome], queued: set[str]) -> dict[str, str]:
+    """The jobs that may still run: not in a final state in sacct, or still in slurmctld's queue
+    (its last sacct run failed but the job was requeued). job -> what holds it."""
+    waiting = {}
+    for job, outcome in outcomes.items():
+        if job.split("_")[0] in queued:
+            waiting[job] = f"{outcome.final}, still queued"
+        elif outcome.final not in FINAL_STATES:
+            waiting[job] = outcome.final
+    return waiting
 
 
 def summarize(submitted: list[str], runs: dict[str, list[str]], others: list[str] = ()) -> Summary:

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from testbed.job_ledger import JobLedger, JobStream, jobs_named, parse_runs, submitted_before, summarize
-from testbed.waiting import wait_for
+from testbed.job_ledger import (JobLedger, JobStream, jobs_named, outcomes_of, parse_runs, submitted_before, summarize,
+                                unsettled)
+from testbed.waiting import WaitTimeout, wait_for
 
 SACCT = """\
 101|COMPLETED
@@ -132,3 +133,29 @@ def test_a_stream_names_each_submission_and_remembers_those_without_an_answer():
     names = [re.search(r"--job-name=(\S+)", args).group(1) for args in submitted]
     assert len(set(names)) == len(names) and all(n.startswith(stream.name + "-") for n in names)
     assert stream.refused == 1 and ledger.unanswered_names == {names[1]}
+
+
+def test_a_requeued_job_still_in_the_queue_is_not_settled_though_its_last_sacct_run_failed():
+    """Slurm's requeue delay: the new run has no sacct row until its BeginTime, so sacct alone
+    reads NODE_FAIL as the job's last run (a CI run counted such a job as lost)."""
+    outcomes = outcomes_of(["7", "8", "9"], parse_runs("7|NODE_FAIL\n8|COMPLETED\n9|RUNNING\n"))
+    assert unsettled(outcomes, queued={"7", "9"}) == {"7": "NODE_FAIL, still queued", "9": "RUNNING, still queued"}
+    assert unsettled(outcomes, queued=set()) == {"9": "RUNNING"}
+
+    sacct = ["7|NODE_FAIL|2026-12-03T18:00:01|a\n"]
+    queue = ["7\n"]
+
+    def sh(script: str) -> str:
+        if script.startswith("squeue"):
+            return queue[0]
+        return sacct[0]
+
+    ledger = JobLedger(sh=sh)
+    ledger.started = "2026-12-03T18:00:00"
+    ledger.record("7")
+    with pytest.raises(WaitTimeout, match="7: NODE_FAIL, still queued"):
+        ledger.settle(0.3, interval=0.1)
+    sacct[0] += "7|COMPLETED|2026-12-03T18:02:01|a\n"
+    queue[0] = ""
+    summary = ledger.settle(5, interval=0.1)
+    assert (summary.completed, summary.requeued, summary.lost) == (1, 1, [])
