@@ -232,6 +232,7 @@ def command_run(args) -> int:
                   "choose another with --metrics-port, or 0 for none", file=sys.stderr)
             return 1
     handlers.RUNTIME.start(args.kubeconfig)
+    handlers.RUNTIME.namespaces = args.namespace or None
     kopf.configure(
         verbose=args.verbose,
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN,

@@ -24,6 +24,7 @@ from ..render.bridge.device_plugin import DevicePluginSettings
 from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
+from .pod_watch import OTHER_SCHEDULERS_PODS, OWNED_PODS, PodHandler, PodSelection, start_pod_watches
 from .run_state import StepFailed
 from .slurm_access import SlurmAccess
 from .status import report_cluster_not_found
@@ -54,6 +55,9 @@ class Runtime:
         # pod in a namespace without a mapping why it waits. Grows only: a few namespaces.
         self.bridge_pod_namespaces: dict[str, set[str]] = {}
         self.lock = threading.Lock()
+        self.namespaces: list[str] | None = None  # the namespaces followed (`run --namespace`); None: all
+        self.pod_watches: list[threading.Thread] = []
+        self.pods_stopped = threading.Event()
 
     def start(self, kubeconfig: str | None = None) -> None:
         api_client = load_api_client(kubeconfig)
@@ -63,6 +67,20 @@ class Runtime:
         self.reconciler = ClusterReconciler(self.api, access, self.events, slurmd_access=access.slurmd_runner,
                                             device_plugin=DevicePluginSettings.from_environment(),
                                             bridge_pod_namespaces=self.namespaces_asking)
+
+    def watch_pods(self, handlers: dict[PodSelection, PodHandler]) -> None:
+        """Starts the pod watches (pod_watch.py) in the namespaces the operator follows; once."""
+        with self.lock:
+            if self.pod_watches:
+                return
+            self.pods_stopped = threading.Event()  # a fresh one: threads of an earlier start stay stopped
+            self.pod_watches = start_pod_watches(self.api, self.namespaces, handlers, self.pods_stopped)
+
+    def stop_pod_watches(self) -> None:
+        """Each watch ends at its next event or when the server ends it; none waits for that."""
+        with self.lock:
+            self.pods_stopped.set()
+            self.pod_watches = []
 
     def wakeup(self, namespace: str, name: str) -> threading.Event:
         with self.lock:
@@ -132,6 +150,7 @@ def configure(settings: kopf.OperatorSettings, **_):
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if RUNTIME.api is None:
         RUNTIME.start(os.environ.get("KUBESLURM_KUBECONFIG"))
+    RUNTIME.watch_pods({OWNED_PODS: owned_pod_changed, OTHER_SCHEDULERS_PODS: other_scheduler_pod_changed})
 
 
 @kopf.on.login()
@@ -226,22 +245,24 @@ def kubernetes_node_changed(**_):
             wakeup.set()
 
 
+def owned_pod_changed(event_type: str, pod: dict) -> None:
+    """One of our pods appeared, changed or went: its cluster looks at once."""
+    meta = pod["metadata"]
+    RUNTIME.nudge(meta.get("namespace"), (meta.get("labels") or {}).get(ownership.CLUSTER))
 
 
-def _asks_a_kubeslurm_scheduler(value, **_) -> bool:
-    return isinstance(value, str) and value.startswith(SCHEDULER_PREFIX)
-
-
-@kopf.on.event("", "v1", "pods", field="spec.schedulerName", value=_asks_a_kubeslurm_scheduler, id="bridged-pods")
-def bridged_pod_changed(spec, namespace, **_):
+def other_scheduler_pod_changed(event_type: str, pod: dict) -> None:
     """A pod Slurm schedules (spec.bridge) appeared, changed or went: its cluster looks at once.
-
-    kopf opens one watch per resource and namespace and hands each event to every pod handler,
-    so this adds no watch and no decoding to the owned-pods one above; the filter is a string
-    compare. (kopf's filters are client-side: a field selector on the watch would need a watch
-    of its own, and the owned-pods watch must see every pod of ours anyway.) Whether the pod's
-    namespace is bridged is decided by the reconcile, which reads the mapping.
-    """
-    cluster = spec["schedulerName"][len(SCHEDULER_PREFIX):]
-    RUNTIME.saw_bridged_pod(cluster, namespace)
+    Pods of other schedulers than kubeslurm's pass the API server's filter too: passed over here.
+    Whether the pod's namespace is bridged is decided by the reconcile, which reads the mapping."""
+    scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
+    if not scheduler.startswith(SCHEDULER_PREFIX):
+        return
+    cluster = scheduler[len(SCHEDULER_PREFIX):]
+    RUNTIME.saw_bridged_pod(cluster, pod["metadata"]["namespace"])
     RUNTIME.nudge_named(cluster)
+
+
+@kopf.on.cleanup()
+def stop_pod_watches(**_):
+    RUNTIME.stop_pod_watches()

@@ -5,9 +5,12 @@ counted by kind and verb (kubeslurm_api_writes_total, kubeslurm_api_reads_total)
 writes in `writes` too, so tests and metrics can prove a no-op reconcile writes nothing.
 """
 
+from __future__ import annotations
+
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kubernetes import client, config
@@ -17,6 +20,8 @@ from ..metrics.operator_metrics import API_READS, API_WRITES
 from ..ownership import POD, Kind, kind_of
 
 FIELD_MANAGER = "kubeslurm"
+WATCH_CONNECT_SECONDS = 10
+WATCH_CHUNK_BYTES = 64 * 1024
 log = logging.getLogger(__name__)
 
 
@@ -29,6 +34,10 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
         return client.ApiClient()
     except config.ConfigException:
         return config.new_client_from_config()
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict | None:
+    return {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
 
 
 @dataclass
@@ -85,13 +94,52 @@ class KubeApi:
 
     def list(self, kind: Kind, namespace: str | None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict]:
-        query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
-        items = self._call("GET", kind.collection_path(namespace), query=query, counted=(namespace, kind, "list"))["items"]
+        return self.list_with_version(kind, namespace, label_selector, field_selector)[0]
+
+    def list_with_version(self, kind: Kind, namespace: str | None, label_selector: str | None = None,
+                          field_selector: str | None = None) -> tuple[list[dict], str]:
+        """The items and the list's resourceVersion (where a watch of the same selection starts)."""
+        answer = self._call("GET", kind.collection_path(namespace), query=_selectors(label_selector, field_selector),
+                            counted=(namespace, kind, "list"))
+        items = answer["items"]
         # Items of a list carry no apiVersion/kind; put them back so they compare like GETs.
         for item in items:
             item.setdefault("apiVersion", kind.api_version)
             item.setdefault("kind", kind.kind)
-        return items
+        return items, answer["metadata"].get("resourceVersion", "")
+
+    def watch(self, kind: Kind, namespace: str | None, resource_version: str, label_selector: str | None = None,
+              field_selector: str | None = None, *, timeout_seconds: int) -> Iterator[tuple[str, dict]]:
+        """(type, object) of each change after resource_version, decoded one at a time as the
+        API server sends them, bookmarks included (type BOOKMARK: only the resourceVersion); ends
+        when the server closes the watch (timeout_seconds). An ERROR event is yielded as it comes
+        (410: the version is too old, list again). Reading waits at most a minute past the
+        timeout, so a connection that died silently ends the watch too."""
+        query = {**(_selectors(label_selector, field_selector) or {}), "watch": "true", "allowWatchBookmarks": "true",
+                 "resourceVersion": resource_version, "timeoutSeconds": str(timeout_seconds)}
+        API_READS.labels(namespace or "", kind.kind, "watch").inc()
+        method, url, headers, body, post_params = self.api_client.param_serialize(
+            method="GET", resource_path=kind.collection_path(namespace), query_params=list(query.items()),
+            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        response = self.api_client.call_api(method, url, header_params=headers,
+                                            _request_timeout=(WATCH_CONNECT_SECONDS, timeout_seconds + 60))
+        stream = response.response  # urllib3's, not read yet
+        try:
+            if not 200 <= response.status < 300:
+                raise ApiException(status=response.status, reason=response.reason,
+                                   body=stream.data.decode(errors="replace"))
+            pending = b""
+            for chunk in stream.stream(WATCH_CHUNK_BYTES, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        event = json.loads(line)
+                        yield event["type"], event["object"]
+        finally:
+            # A watch left early is mid-body: its connection cannot serve another request.
+            stream.close()
+            stream.release_conn()
 
     def apply(self, obj: dict) -> dict:
         kind = kind_of(obj)

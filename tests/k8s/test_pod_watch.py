@@ -1,0 +1,102 @@
+"""The operator's pod watches against the real API server: the server selects the pods (our
+label; a scheduler other than the default), so other pods never reach the operator; pods there
+before are handed over from the list, later ones from the watch, deletions too; a watch the
+server ends (its timeout) goes on from where it was.
+
+No kubelet runs in this tier: the pods stay Pending, which is all a watch needs.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pytest
+
+from kubeslurm.ownership import CLUSTER, MANAGED_BY, MANAGER, POD
+from kubeslurm.reconcile.kube_api import KubeApi, load_api_client
+from kubeslurm.reconcile.pod_watch import OTHER_SCHEDULERS_PODS, OWNED_PODS, PodWatch
+
+pytestmark = pytest.mark.k8s
+
+
+@pytest.fixture
+def kube(control_plane):
+    return KubeApi(load_api_client(str(control_plane.kubeconfig_path)))
+
+
+def pod(namespace: str, name: str, labels: dict | None = None, scheduler: str | None = None) -> dict:
+    spec = {"containers": [{"name": "main", "image": "registry.example/main:1"}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "spec": spec}
+
+
+class Watching:
+    """A PodWatch in its own thread, each (event type, pod name) it hands over in a queue."""
+
+    def __init__(self, kube, selection, namespace, watch_seconds=240):
+        self.seen: queue.Queue = queue.Queue()
+        self.stopped = threading.Event()
+        self.watch = PodWatch(kube, selection, namespace, lambda t, p: self.seen.put((t, p["metadata"]["name"])),
+                              self.stopped, watch_seconds=watch_seconds)
+        self.thread = threading.Thread(target=self.watch.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+
+    def next(self, timeout=30) -> tuple[str, str]:
+        return self.seen.get(timeout=timeout)
+
+    def nothing_more(self, wait=2.0) -> bool:
+        try:
+            extra = self.seen.get(timeout=wait)
+        except queue.Empty:
+            return True
+        raise AssertionError(f"unexpected: {extra}")
+
+
+OURS = {MANAGED_BY: MANAGER, CLUSTER: "research"}
+
+
+def test_only_our_pods_reach_the_owned_pods_watch_listed_then_watched_then_deleted(kube, namespace):
+    kube.create(pod(namespace, "before", OURS))
+    kube.create(pod(namespace, "stranger-before", {"app": "other"}))
+    with Watching(kube, OWNED_PODS, namespace) as watching:
+        assert watching.next() == ("LISTED", "before")
+        kube.create(pod(namespace, "stranger", {"app": "other"}))
+        kube.create(pod(namespace, "after", OURS))
+        assert watching.next() == ("ADDED", "after")
+        kube.merge_patch(POD, namespace, "after", {"metadata": {"annotations": {"touched": "yes"}}})
+        assert watching.next() == ("MODIFIED", "after")
+        kube.delete(POD, namespace, "before")
+        # its deletionTimestamp first (MODIFIED), then gone
+        assert watching.next() == ("MODIFIED", "before")
+        assert watching.next() == ("DELETED", "before")
+        assert watching.nothing_more()
+
+
+def test_pods_of_other_schedulers_than_the_default_reach_the_bridged_pods_watch(kube, namespace):
+    with Watching(kube, OTHER_SCHEDULERS_PODS, namespace) as watching:
+        kube.create(pod(namespace, "default-scheduled"))
+        kube.create(pod(namespace, "served", scheduler="kubeslurm-research"))
+        assert watching.next() == ("ADDED", "served")
+        assert watching.nothing_more()
+
+
+def test_a_watch_the_server_ends_goes_on_from_the_last_version_it_saw(kube, namespace):
+    with Watching(kube, OWNED_PODS, namespace, watch_seconds=1) as watching:
+        kube.create(pod(namespace, "first", OURS))
+        assert watching.next() == ("ADDED", "first")
+        for round_ in range(3):  # each watch lasts a second: created between two of them
+            threading.Event().wait(1.5)
+            kube.create(pod(namespace, f"later-{round_}", OURS))
+            assert watching.next() == ("ADDED", f"later-{round_}")
+        # no relist: "first" is not handed over again
+        assert watching.nothing_more()
+
