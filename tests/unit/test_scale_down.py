@@ -59,6 +59,19 @@ def test_plan_scale(wanted, current, slurm, jobs, pods, replicas, drain, resume,
     assert (plan.replicas, plan.drain, plan.resume, plan.delete, plan.waiting_for_jobs) == (replicas, drain, resume, delete, waiting)
 
 
+def test_nodes_drained_while_planning_and_still_empty_lower_the_replicas_in_the_same_reconcile():
+    before = nodes(node("h100-0"), node("h100-1"), node("h100-2"))  # read before the drain
+    pods = {"h100-0", "h100-1", "h100-2"}
+    first = plan_scale("h100", 1, 3, before, {"h100-1": [], "h100-2": []}, pods)
+    assert (first.replicas, first.drain) == (3, ["h100-1", "h100-2"])
+    drained = frozenset(first.drain)
+    again = plan_scale("h100", 1, 3, before, {"h100-1": [], "h100-2": []}, pods, drained_now=drained)
+    assert (again.replicas, again.drain, again.resume, again.delete, again.waiting_for_jobs) == (1, [], [], [], {})
+    # a job started between the first look and the drain: the replicas wait for it
+    raced = plan_scale("h100", 1, 3, before, {"h100-1": [], "h100-2": ["43"]}, pods, drained_now=drained)
+    assert (raced.replicas, raced.drain, raced.waiting_for_jobs) == (3, [], {"h100-2": ["43"]})
+
+
 def test_parse_node_line_keeps_spaces_in_values_and_strips_the_reason_stamp():
     line = (
         "NodeName=h100-1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=8 AvailableFeatures=h100,nvlink "

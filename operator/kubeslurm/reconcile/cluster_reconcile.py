@@ -281,9 +281,18 @@ class ClusterReconciler:
             current = live["spec"]["replicas"] if live else 0
             state.live_replicas = live.get("status", {}).get("replicas", 0) or 0
             state.ready_replicas = live.get("status", {}).get("readyReplicas", 0) or 0
-            leaving = [naming.node_name(name, i) for i in range(state.model.spec.replicas, current)]
-            jobs = _jobs_on(run, leaving)
-            state.plan = plan_scale(name, state.model.spec.replicas, current, run.slurm_nodes, jobs, running)
+            wanted = state.model.spec.replicas
+            leaving = [naming.node_name(name, i) for i in range(wanted, current)]
+            state.plan = plan_scale(name, wanted, current, run.slurm_nodes, _jobs_on(run, leaving), running)
+            if state.plan.drain:
+                # Drained now and their jobs asked for again (scale_down.py, step 3): when they are
+                # empty, replicas go down in this reconcile, not the next (1000 nodes: seconds).
+                drained = state.plan.drain
+                run.slurm.drain(drained, f"scale-down of NodeSet {name} to {wanted}")
+                self.events.normal(state.raw, "ScaleDownDraining", f"drained {', '.join(drained)} before removing them")
+                run.slurm_jobs = run.slurm.jobs()
+                state.plan = plan_scale(name, wanted, current, run.slurm_nodes, _jobs_on(run, leaving), running,
+                                        drained_now=frozenset(drained))
             if state.plan.waiting_for_jobs:
                 busy = ", ".join(f"{n} (jobs {','.join(j)})" for n, j in sorted(state.plan.waiting_for_jobs.items()))
                 run.progressing.append(f"NodeSet {name}: scale-down waits for jobs on {busy}")

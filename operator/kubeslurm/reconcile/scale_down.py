@@ -4,7 +4,10 @@ A StatefulSet removes its highest ordinals first, so those are the Slurm nodes
 to empty. The protocol, one reconcile at a time (each step is level-based):
 1. drain exactly those nodes (reason `kubeslurm: scale-down ...`): no new jobs land there;
 2. while any of them still holds a job, keep the StatefulSet's replicas where they are;
-3. when all are empty, lower replicas; Kubernetes removes the pods;
+3. when all are empty, lower replicas; Kubernetes removes the pods. Nodes that looked empty
+   are drained during planning and their jobs asked for again right after (a job may have
+   started between the two): still empty, the replicas are lowered in the same reconcile
+   (`drained_now`) instead of the next;
 4. once a removed node's pod is gone, delete its Slurm node record (before that,
    slurmd would register it again).
 Scaling back up before step 3 resumes the nodes we drained, and only those.
@@ -49,11 +52,14 @@ def plan_scale(
     slurm_nodes: dict[str, SlurmNode] | None,
     jobs: dict[str, list[str]] | None,
     running_pods: set[str],
+    drained_now: frozenset[str] = frozenset(),
 ) -> ScalePlan:
     """Decide this reconcile's replicas and Slurm actions.
 
     `slurm_nodes`/`jobs` are None when slurmctld cannot be asked. Then a node whose
     pod is not running cannot be running a job, and any other node is kept.
+    `drained_now`: nodes this reconcile drained for the scale-down after `slurm_nodes` was
+    read (`jobs` read after that drain).
     """
     ours = {}
     for name, node in (slurm_nodes or {}).items():
@@ -72,7 +78,7 @@ def plan_scale(
                 if name in running_pods:
                     busy[name] = ["(slurmctld unreachable: cannot tell)"]
                 continue
-            if name in ours and not drained_for_scale_down(ours[name][1]):
+            if name in ours and not drained_for_scale_down(ours[name][1]) and name not in drained_now:
                 plan.drain.append(name)
             held = (jobs or {}).get(name, [])
             if held:

@@ -59,7 +59,7 @@ def sync_slurm(api: KubeApi, events: EventRecorder, run: Run) -> None:
     _down_lost_slurmd(events, run)
     _follow_kubernetes_node_health(events, run)
     _replace_unhealthy(api, events, run)
-    _scale_down(events, run)
+    _scale_down(run)
 
 
 def _report_state_volume(events: EventRecorder, run: Run, status: dict) -> None:
@@ -213,17 +213,11 @@ def _by_reason(reasons: dict[str, str]) -> dict[str, list[str]]:
     return grouped
 
 
-def _scale_down(events: EventRecorder, run: Run) -> None:
+def _scale_down(run: Run) -> None:
     for state in run.node_sets:
         plan = state.plan
         if plan is None:
             continue
-        name = state.model.metadata.name
-        run.slurm.drain(plan.drain, f"scale-down of NodeSet {name} to {plan.wanted}")
-        # Nothing in Kubernetes changes when Slurm drains: without this, replicas would be
-        # lowered only at the next resync.
-        run.again_soon = run.again_soon or bool(plan.drain and not plan.waiting_for_jobs)
+        # The nodes leaving were drained while planning (ClusterReconciler.plan_scaling).
         run.slurm.resume(plan.resume)
         run.slurm.delete_nodes(plan.delete)
-        if plan.drain:
-            events.normal(state.raw, "ScaleDownDraining", f"drained {', '.join(plan.drain)} before removing them")
