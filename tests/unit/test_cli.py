@@ -28,7 +28,8 @@ def test_render_prints_every_kubernetes_object_as_yaml(capsys):
     assert names == {
         ("Secret", "research-auth-key"), ("Secret", "research-mariadb-password"), ("Secret", "research-slurmdbd-config"),
         ("Secret", "research-ssh-host-keys"), ("Service", "research-ssh"),
-        ("ConfigMap", "research-slurm-config"), ("PersistentVolumeClaim", "research-controller-state"),
+        ("ConfigMap", "research-slurm-config"), ("ConfigMap", "research-unix-users"),
+        ("PersistentVolumeClaim", "research-controller-state"),
         ("Service", "research-controller"), ("Service", "research-slurmctld-0"), ("Service", "research-slurmdbd"), ("Service", "research-database"), ("StatefulSet", "research-controller"),
         ("Service", "research-accounting"), ("StatefulSet", "research-accounting"),
         ("Service", "research-mariadb"), ("StatefulSet", "research-mariadb"),

@@ -70,7 +70,8 @@ def test_every_object_is_owned_namespaced_and_labelled():
             labels.NAME: "slurm", labels.INSTANCE: "research", labels.MANAGED_BY: "kubeslurm", labels.CLUSTER: "research"
         }.items() <= meta["labels"].items()
         component = meta["labels"].get(labels.COMPONENT)
-        assert component in labels.COMPONENTS or meta["name"] == "research-auth-key"
+        # the key and the users are every Slurm pod's: no one component
+        assert component in labels.COMPONENTS or meta["name"] in ("research-auth-key", "research-unix-users")
 
 
 def test_owner_reference_needs_the_uid_the_api_server_assigned():
@@ -394,8 +395,11 @@ def test_account_users_exist_in_every_slurm_pod_with_stable_uids():
         scripts[name] = init["command"][-1]
         volumes = {v["name"]: v for v in pod["volumes"]}
         assert volumes["unix-users"] == {"name": "unix-users", "emptyDir": {}}
+        assert volumes["unix-users-table"] == {"name": "unix-users-table",
+                                               "configMap": {"name": "research-unix-users", "defaultMode": 0o444}}
         assert volumes["home"] == {"name": "home", "emptyDir": {}}
         assert {"name": "unix-users", "mountPath": "/etc/kubeslurm-users"} in init["volumeMounts"]
+        assert {"name": "unix-users-table", "mountPath": "/etc/kubeslurm-unix-users", "readOnly": True} in init["volumeMounts"]
         daemon = pod["containers"][0]
         assert {"name": "unix-users", "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True} in daemon["volumeMounts"]
         assert {"name": "unix-users", "mountPath": "/etc/group", "subPath": "group", "readOnly": True} in daemon["volumeMounts"]
@@ -403,10 +407,12 @@ def test_account_users_exist_in_every_slurm_pod_with_stable_uids():
     cluster, *_ = load_with_uids(CLUSTER)
     users = account_users(cluster)
     assert list(users) == ["alice", "bob"]
+    table = find(objects, "ConfigMap", "research-unix-users")["data"]["users"]
+    assert table == "".join(f"{user} {uid}\n" for user, uid in users.items())
     for name, script in scripts.items():
-        for user, uid in users.items():
-            assert f"getent passwd {user} >/dev/null ||" in script, name
-            assert f"{user}:x:{uid}:{uid}:kubeslurm account user:/home/{user}:/bin/bash" in script, name
+        assert "while read -r name uid; do" in script and "done < /etc/kubeslurm-unix-users/users" in script, name
+        assert '  getent passwd "$name" >/dev/null && continue' in script, name
+        assert '  echo "$name:x:$uid:$uid:kubeslurm account user:/home/$name:/bin/bash" >> /etc/kubeslurm-users/passwd' in script, name
 
 
 def test_a_user_keeps_its_uid_when_others_come_and_go():
@@ -508,3 +514,32 @@ def test_every_probed_daemon_turns_ready_within_a_second_of_answering_at_start()
             assert window == (300 if container["name"] == "slurmdbd" else 3600), (container["name"], window)
             checked += 1
     assert checked >= 5  # MariaDB, slurmdbd, slurmctld, slurmd (two NodeSets), login's sackd
+
+
+def test_the_users_lines_add_each_table_user_the_image_lacks_with_a_0700_home(tmp_path):
+    """The install-config lines, run by /bin/sh on a table as the ConfigMap holds it (paths moved
+    under tmp_path): a user the system knows (root) is skipped; the others get passwd and group
+    lines and a home of their own uid, made only where none exists."""
+    import os
+    import subprocess
+
+    from kubeslurm.render import slurm_pod
+
+    if os.geteuid() != 0:
+        pytest.skip("install -o needs root")
+    users = (("alice", 420207), ("bob", 500001), ("root", 12))
+    (tmp_path / "table").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "home" / "bob").mkdir(parents=True)  # bob's home is there already: left alone
+    (tmp_path / "table" / "users").write_text(slurm_pod.users_table(users))
+    script = "\n".join(["set -eu", *slurm_pod._users_script(str(tmp_path / "home"), True, slurm_pod.users_digest(users))])
+    script = script.replace(slurm_pod.USERS_TABLE_MOUNT, str(tmp_path / "table")).replace(slurm_pod.USERS_DIR, str(tmp_path / "out"))
+    subprocess.run(["/bin/sh", "-c", script], check=True)
+    passwd = (tmp_path / "out" / "passwd").read_text().splitlines()
+    assert f"alice:x:420207:420207:kubeslurm account user:{tmp_path}/home/alice:/bin/bash" in passwd
+    assert f"bob:x:500001:500001:kubeslurm account user:{tmp_path}/home/bob:/bin/bash" in passwd
+    assert not any(line.startswith("root:x:12:") for line in passwd)
+    assert "alice:x:420207:" in (tmp_path / "out" / "group").read_text().splitlines()
+    alice = (tmp_path / "home" / "alice").stat()
+    assert (alice.st_uid, alice.st_gid, alice.st_mode & 0o777) == (420207, 420207, 0o700)
+    assert (tmp_path / "home" / "bob").stat().st_uid == 0

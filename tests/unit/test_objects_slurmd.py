@@ -218,7 +218,8 @@ def test_slurmd_pods_get_the_key_but_no_config_and_no_config_hash():
     assert set(template["metadata"]["annotations"]) == {"kubectl.kubernetes.io/default-container"}
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
     assert volumes["slurm-key"]["secret"]["secretName"] == "research-auth-key"
-    assert not any("configMap" in v for v in volumes.values())
+    # no Slurm config (configless); the one ConfigMap is the users table, read by install-config
+    assert [v["configMap"]["name"] for v in volumes.values() if "configMap" in v] == ["research-unix-users"]
     mounts = {m["mountPath"] for m in container(template)["volumeMounts"]}
     assert mounts == {"/etc/slurm", "/var/spool/slurmd", "/run/slurm", "/dev/shm", "/etc/passwd", "/etc/group", "/home"}
     probe = container(template)["readinessProbe"]["exec"]["command"]
@@ -262,7 +263,7 @@ SIDECAR = {"name": "metrics", "image": "example/metrics:1"}
         ({"spec": {"volumes": [{"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}}],
                    "containers": [{"name": "slurmd", "volumeMounts": [{"name": "datasets", "mountPath": "/datasets"}]}]}},
          lambda t: t["spec"]["volumes"][-1]["name"] == "datasets"
-         and len(t["spec"]["volumes"]) == 8
+         and len(t["spec"]["volumes"]) == 9
          and {"name": "datasets", "mountPath": "/datasets"} in container(t)["volumeMounts"]
          and len(container(t)["volumeMounts"]) == 8),
         ({"spec": {"containers": [{"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]}},

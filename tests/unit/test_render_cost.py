@@ -43,7 +43,8 @@ def render(cluster_document: dict, node_set_documents: list[dict]) -> str:
 
 def forget_derived_users() -> None:
     unix_ids._assign.cache_clear()
-    slurm_pod._users_script.cache_clear()
+    slurm_pod.users_table.cache_clear()
+    slurm_pod.users_digest.cache_clear()
     slurm_pod._install_script.cache_clear()
 
 
@@ -75,16 +76,32 @@ def test_uids_are_derived_once_per_set_of_users_whatever_the_nodesets_and_replic
     assert len(sha256_calls) == 3 * 40
 
 
-def test_the_users_script_is_built_once_and_shared_by_every_pod_template(sha256_calls):
+def test_the_users_table_is_built_once_and_named_by_every_pod_template(sha256_calls):
     cluster = set_path(CLUSTER, "spec.accounts", accounts(users_per_account=10, prefix="u"))
     objects = json.loads(render(cluster, node_sets(6, 8)))
-    assert slurm_pod._users_script.cache_info().misses == 1
+    assert slurm_pod.users_table.cache_info().misses == 1
+    [table] = [o["data"]["users"] for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "research-unix-users"]
+    assert "\nu2x9 " in table
+    digest = slurm_pod.users_digest.__wrapped__(tuple((line.split()[0], int(line.split()[1])) for line in table.splitlines()))
     scripts = {
         o["metadata"]["name"]: o["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
         for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] != "research-mariadb"
     }
     assert len(scripts) == 3 + 7  # controller, accounting, login, 7 NodeSets
-    assert all("u2x9:x:" in script for script in scripts.values())
+    assert all(f"# the users of table {digest} " in script for script in scripts.values())
+
+
+@pytest.mark.parametrize("users_per_account", [10, 1000])
+def test_a_pod_template_is_as_small_with_3000_users_as_with_30(users_per_account):
+    """The users are in their ConfigMap, not in every pod template: 3000 users inline were
+    about 0.8 MB a template (past about 5000, over etcd's 1.5 MB object limit) and 0.8 GB for
+    a list of 1000 pods."""
+    cluster = set_path(CLUSTER, "spec.accounts", accounts(users_per_account=users_per_account, prefix="u"))
+    objects = json.loads(render(cluster, node_sets(1, 8)))
+    templates = [len(json.dumps(o["spec"]["template"])) for o in objects if o["kind"] == "StatefulSet"]
+    [table] = [o["data"]["users"] for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "research-unix-users"]
+    assert len(table.splitlines()) == 3 * users_per_account
+    assert max(templates) < 16_000, templates
 
 
 def test_clusters_rendered_in_turn_equal_each_rendered_alone():
@@ -118,11 +135,12 @@ def test_users_added_to_a_model_in_place_are_rendered():
     """The reuse is keyed on the users themselves, not on the model object that holds them."""
     cluster, models = load_with_uids(CLUSTER, GPU_NODES, CPU_NODES)
     before = node_set_objects(cluster, models[0])
+    table_before = slurm_pod.users_table(slurm_pod.unix_users(cluster))
     cluster.spec.accounts[0].users.append("zoe")
     after = node_set_objects(cluster, models[0])
     script = lambda objects: objects[1]["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]  # noqa: E731
-    assert "zoe:x:" not in script(before)
-    assert "zoe:x:" in script(after)
+    assert "zoe " not in table_before and "\nzoe " in "\n" + slurm_pod.users_table(slurm_pod.unix_users(cluster))
+    assert script(before) != script(after)  # the template names the new table: the pods restart with zoe
     assert slurm_pod.account_users(cluster)["zoe"] > slurm_pod.FIRST_UID
 
 

@@ -6,7 +6,6 @@ import pytest
 from kubeslurm.api import ManifestError
 from kubeslurm.reconcile.apply_objects import _kept_by_us
 from kubeslurm.reconcile.storage_check import claim_problems, node_set_mount_conflict
-from kubeslurm.render.slurm_pod import unix_users
 
 from .manifests import DELETE, contract_documents, load_with_uids, set_path
 from .test_objects_cluster import everything, find
@@ -81,15 +80,13 @@ def test_login_and_slurmd_pods_mount_every_shared_volume_and_the_daemons_none():
 
 
 def test_homes_are_made_once_with_mode_0700_on_the_shared_home_and_never_changed():
-    cluster, _ = load_with_uids(_with(SITE), GPU_NODES, CPU_NODES)
-    uids = dict(unix_users(cluster))
     objects = everything(_with(SITE))
     for statefulset in ("research-login", "h100"):
         init = _pod(objects, statefulset)["initContainers"][0]
         script = init["command"][-1]
-        for user, uid in uids.items():
-            assert f"[ -e /users/{user} ] || install -d -o {uid} -g {uid} -m 0700 /users/{user}" in script
-            assert f"{user}:x:{uid}:{uid}:kubeslurm account user:/users/{user}:/bin/bash" in script
+        assert '  [ -e "/users/$name" ] || install -d -o "$uid" -g "$uid" -m 0700 "/users/$name"' in script
+        assert '"$name:x:$uid:$uid:kubeslurm account user:/users/$name:/bin/bash"' in script
+        assert _mounts(init)["/etc/kubeslurm-unix-users"]["name"] == "unix-users-table"  # the table of uids
         assert _mounts(init)["/users"]["name"] == "home"
         assert _mounts(init)["/scratch"]["name"] == "shared-scratch"  # to give a fresh claim its mode
         assert "/datasets" not in _mounts(init)  # read-only: nothing to prepare
@@ -109,7 +106,7 @@ def test_make_user_homes_off_leaves_the_shared_home_alone():
     for statefulset in ("research-login", "h100"):
         script = _pod(objects, statefulset)["initContainers"][0]["command"][-1]
         assert "install -d -o" not in script
-        assert "kubeslurm account user:/users/alice" in script  # the users still exist
+        assert "kubeslurm account user:/users/$name" in script  # the users still exist
 
 
 def test_a_pod_template_may_not_use_the_shared_volume_names():

@@ -83,7 +83,7 @@ class UpdateStrategy(KubeModel):
 # name whose pods would be (`<cluster>-slurmctld` makes pods named like the slurmctld Services).
 CLUSTER_OBJECT_SUFFIXES = (
     "controller", "accounting", "mariadb", "login", "controller-state", "slurmctld", "slurmdbd", "database", "slurm-config", "auth-key", "slurmdbd-config",
-    "mariadb-password", "home", "ssh", "ssh-host-keys", "sssd",
+    "mariadb-password", "home", "ssh", "ssh-host-keys", "sssd", "unix-users",
 )
 CLUSTER_POD_SUFFIXES = (
     "controller-0", "controller-1", "slurmctld-0", "slurmctld-1", "accounting-0", "mariadb-0",

@@ -56,9 +56,10 @@ SLURMD_CONTAINER = "slurmd"
 RESERVED_MOUNT_PATHS = (
     "/etc/slurm", "/etc/slurm-key", "/etc/slurm-config", "/run/slurm", "/var/spool/slurmd",
     "/dev/shm", "/etc/passwd", "/etc/group", "/etc/kubeslurm-users", "/home", "/proc", "/sys",
-    "/etc/kubeslurm-health",
+    "/etc/kubeslurm-health", "/etc/kubeslurm-unix-users",
 )
-RESERVED_VOLUME_NAMES = ("slurm-etc", "slurm-key", "slurm-config", "spool", "slurm-run", "shm", "unix-users", "home", "health-site-check")
+RESERVED_VOLUME_NAMES = ("slurm-etc", "slurm-key", "slurm-config", "spool", "slurm-run", "shm", "unix-users", "unix-users-table", "home",
+                         "health-site-check")
 # The pod volumes of the SlurmCluster's spec.storage.volumes are shared-<name>.
 RESERVED_VOLUME_PREFIX = "shared-"
 _VOLUME_NAME_REFUSAL = (

@@ -113,6 +113,8 @@ def cluster_objects(
     files = render_config_files(cluster, node_sets, placements)
     sssd_hash = _sssd_hash(cluster, directory_files, config_hash_key)
     objects = [slurm_config_map(cluster, files)]
+    if users:
+        objects.append(slurm_pod.unix_users_config_map(cluster, users))
     if sssd_hash is not None:
         objects.append(sssd_config_secret(cluster, dict(directory_files)))
     objects += [

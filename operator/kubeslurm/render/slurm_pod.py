@@ -20,7 +20,8 @@ an emptyDir at /etc/slurm with the owner and mode each daemon expects.
 Unix users of spec.accounts: slurmctld maps job uids to accounts, slurmd starts jobs as
 their users and researchers log in as them, so every Slurm pod must know them, with the
 same uid everywhere. An image or directory service (nsswitch) that already knows a name
-wins (`getent`); for the others the init container writes /etc/passwd and /etc/group
+wins (`getent`); for the others (listed in the ConfigMap <cluster>-unix-users, not in the pod
+template, whose size would grow with them) the init container writes /etc/passwd and /etc/group
 (the image's plus one line each) into an emptyDir that the daemon container mounts over
 both files, and makes <home>/<user> (mode 0700, only where none exists) on the home:
 the shared home of spec.storage in login and slurmd pods (render/shared_storage.py),
@@ -33,11 +34,13 @@ passwords, enough for `su`/`kubectl exec` and for Slurm. In ldap mode (spec.iden
 of this happens: SSSD in every pod answers from the directory (render/sssd_pods.py).
 """
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from kubeslurm.api import SlurmCluster
-from kubeslurm.render.k8s import naming
+from kubeslurm.render.k8s import labels, naming
+from kubeslurm.render.k8s.metadata import object_meta
 from kubeslurm.render.k8s.secrets import AUTH_KEY_FILE
 from kubeslurm.render.shared_storage import HOME_VOLUME, has_shared_home, shared_mounts, shared_pod_volumes, storage_setup_script
 from kubeslurm.render.unix_ids import FIRST_UID, UID_SLOTS, uids_of_users
@@ -122,33 +125,60 @@ def account_users(cluster: SlurmCluster, unix_ids: Mapping[str, int] | None = No
     return dict(unix_users(cluster, unix_ids))
 
 
-# Every Slurm pod template of a cluster needs the same users, and a cluster keeps them
-# across reconciles: the script is built once per distinct set of users, not once per template.
-# A few entries cover the clusters one operator reconciles in turn; with more clusters
-# than entries a render still builds its users' script once, as all its templates share it.
+# The users live in a ConfigMap (unix_users_config_map), one line each, read by the
+# install-config container: in the pod template they would make every pod of a cluster with
+# 1000 users about 280 kB (each list of 1000 pods 280 MB, and past about 5000 users a template
+# over etcd's 1.5 MB object limit). The template names the table's digest, so a change of
+# users still changes the template and the pods restart with the new table.
+# A few cache entries cover the clusters one operator reconciles in turn.
 _USER_CACHE_SIZE = 16
+USERS_TABLE_VOLUME = "unix-users-table"
+USERS_TABLE_MOUNT = "/etc/kubeslurm-unix-users"
+USERS_TABLE_FILE = "users"
 
 
 @lru_cache(maxsize=_USER_CACHE_SIZE)
-def _users_script(users: UnixUsers, home_dir: str, make_homes: bool) -> str:
-    """The init container's shell lines that add the users, joined (one string shared by every template).
+def users_table(users: UnixUsers) -> str:
+    """`<name> <uid>` per line (uid = gid of the user's own group), sorted by name."""
+    return "".join(f"{name} {uid}\n" for name, uid in users)
+
+
+@lru_cache(maxsize=_USER_CACHE_SIZE)
+def users_digest(users: UnixUsers) -> str:
+    return hashlib.sha256(users_table(users).encode()).hexdigest()[:16]
+
+
+def unix_users_config_map(cluster: SlurmCluster, users: UnixUsers) -> dict:
+    """The table of `users_table`, for the pods of `user_volumes`."""
+    name = cluster.metadata.name
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(naming.unix_users_config_map(name), cluster, labels.object_labels(name, None)),
+        "data": {USERS_TABLE_FILE: users_table(users)},
+    }
+
+
+def _users_script(home_dir: str, make_homes: bool, digest: str) -> list[str]:
+    """The init container's shell lines that add the table's users (and make their homes).
 
     A home is made only where none exists: on a shared home it holds the user's files, and
-    changing its owner or mode at every pod start would undo what the user chose."""
-    lines = [f"cp /etc/passwd /etc/group {USERS_DIR}/"]
-    for name, uid in users:
-        # Names are validated Unix names ([a-z_][a-z0-9_-]*) and home_dir a validated path
-        # of [A-Za-z0-9_.@+=,-] components: safe unquoted in the shell.
-        home = f"{home_dir}/{name}"
-        make_home = f"[ -e {home} ] || install -d -o {uid} -g {uid} -m 0700 {home}; " if make_homes else ""
-        lines.append(
-            f"getent passwd {name} >/dev/null || {{ "
-            f"echo '{name}:x:{uid}:{uid}:kubeslurm account user:{home}:/bin/bash' >> {USERS_DIR}/passwd; "
-            f"echo '{name}:x:{uid}:' >> {USERS_DIR}/group; "
-            f"{make_home}}}"
-        )
-    lines.append(f"chmod 0644 {USERS_DIR}/passwd {USERS_DIR}/group")
-    return "\n".join(lines)
+    changing its owner or mode at every pod start would undo what the user chose. Names in
+    the table are validated Unix names ([a-z_][a-z0-9_-]*), uids numbers, home_dir a validated
+    path of [A-Za-z0-9_.@+=,-] components; quoted all the same."""
+    home = f"{home_dir}/$name"
+    lines = [
+        f"# the users of table {digest} ({USERS_TABLE_MOUNT}/{USERS_TABLE_FILE})",
+        f"cp /etc/passwd /etc/group {USERS_DIR}/",
+        "while read -r name uid; do",
+        '  getent passwd "$name" >/dev/null && continue',
+        f'  echo "$name:x:$uid:$uid:kubeslurm account user:{home}:/bin/bash" >> {USERS_DIR}/passwd',
+        f'  echo "$name:x:$uid:" >> {USERS_DIR}/group',
+    ]
+    if make_homes:
+        lines.append(f'  [ -e "{home}" ] || install -d -o "$uid" -g "$uid" -m 0700 "{home}"')
+    lines += [f"done < {USERS_TABLE_MOUNT}/{USERS_TABLE_FILE}", f"chmod 0644 {USERS_DIR}/passwd {USERS_DIR}/group"]
+    return lines
 
 
 def _own_home(cluster: SlurmCluster, shared: bool) -> bool:
@@ -161,7 +191,13 @@ def user_volumes(cluster: SlurmCluster, *, shared: bool = False) -> list[dict]:
 
     shared: the pod is one where researchers' files are read or written (login, slurmd):
     it mounts spec.storage, whose home (if any) replaces the pod's own emptyDir home."""
-    volumes = [{"name": USERS_VOLUME, "emptyDir": {}}] if _names_users(cluster) else []
+    volumes = []
+    if _names_users(cluster):
+        volumes += [
+            {"name": USERS_VOLUME, "emptyDir": {}},
+            {"name": USERS_TABLE_VOLUME,
+             "configMap": {"name": naming.unix_users_config_map(cluster.metadata.name), "defaultMode": 0o444}},
+        ]
     if _own_home(cluster, shared):
         volumes.append({"name": HOME_VOLUME, "emptyDir": {}})
     return volumes + (shared_pod_volumes(cluster) if shared else [])
@@ -205,7 +241,8 @@ def install_config_container(
     home_dir = cluster.spec.storage.home_path
     shared_home = shared and has_shared_home(cluster)
     if users:
-        volume_mounts.append({"name": USERS_VOLUME, "mountPath": USERS_DIR})
+        volume_mounts += [{"name": USERS_VOLUME, "mountPath": USERS_DIR},
+                          {"name": USERS_TABLE_VOLUME, "mountPath": USERS_TABLE_MOUNT, "readOnly": True}]
         if not shared_home:
             volume_mounts.append({"name": HOME_VOLUME, "mountPath": home_dir})
     setup: tuple[str, ...] = ()
@@ -216,27 +253,30 @@ def install_config_container(
     return {
         "name": INSTALL_CONFIG_CONTAINER,
         **image_fields(cluster),
-        "command": ["/bin/sh", "-c", _install_script(config_mode, setup, tuple(prepare), users, home_dir, make_homes)],
+        "command": ["/bin/sh", "-c", _install_script(config_mode, setup, tuple(prepare), users_digest(users) if users else None,
+                                                     home_dir, make_homes)],
         "securityContext": {"runAsUser": 0},
         "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
         "volumeMounts": volume_mounts + list(mounts),
     }
 
 
-# With many users the script is large (about 250 bytes a user): the slurmd pods of all
-# NodeSets share one string rather than joining a copy each. Each cluster has a few
-# variants (controller, accounting, login and slurmd differ in config_mode and prepare).
+# The slurmd pods of all NodeSets share one string rather than joining a copy each. Each
+# cluster has a few variants (controller, accounting, login and slurmd differ in config_mode
+# and prepare).
 @lru_cache(maxsize=4 * _USER_CACHE_SIZE)
 def _install_script(
-    config_mode: str | None, setup: tuple[str, ...], prepare: tuple[str, ...], users: UnixUsers, home_dir: str, make_homes: bool
+    config_mode: str | None, setup: tuple[str, ...], prepare: tuple[str, ...], users_digest: str | None, home_dir: str,
+    make_homes: bool,
 ) -> str:
+    """users_digest: the users table's (users_digest); None: no users to add."""
     lines = ["set -eu", f"install -o slurm -g slurm -m 0600 {KEY_MOUNT}/{AUTH_KEY_FILE} {SLURM_ETC}/{AUTH_KEY_FILE}"]
     if config_mode is not None:
         # The glob skips the ConfigMap volume's dot-entries (..data); the files are symlinks, which install follows.
         lines.append(f'for file in {CONFIG_MOUNT}/*; do install -o slurm -g slurm -m {config_mode} "$file" {SLURM_ETC}/; done')
     # setup first: it readies a fresh shared home before homes are made on it.
     lines += setup
-    if users:
-        lines.append(_users_script(users, home_dir, make_homes))
+    if users_digest is not None:
+        lines += _users_script(home_dir, make_homes, users_digest)
     lines += prepare
     return "\n".join(lines)

@@ -48,6 +48,7 @@ def cluster_derived_names(cluster: str) -> list[DerivedName]:
         DerivedName(naming.database_address(cluster), f"the database Service {of}"),
         DerivedName(naming.login_statefulset(cluster), f"the login StatefulSet and Service {of}"),
         DerivedName(naming.config_map(cluster), f"the config ConfigMap {of}"),
+        DerivedName(naming.unix_users_config_map(cluster), f"the Unix users ConfigMap {of}"),
         DerivedName(naming.auth_key_secret(cluster), f"the auth key Secret {of}"),
         DerivedName(naming.accounting_config_secret(cluster), f"the slurmdbd.conf Secret {of}"),
         DerivedName(naming.database_password_secret(cluster), f"the database password Secret {of}"),

@@ -104,6 +104,11 @@ def config_map(cluster: str) -> str:
     return f"{cluster}-slurm-config"
 
 
+def unix_users_config_map(cluster: str) -> str:
+    """The account users and their uids, read by every Slurm pod's install-config container."""
+    return f"{cluster}-unix-users"
+
+
 def auth_key_secret(cluster: str) -> str:
     return f"{cluster}-auth-key"
 
