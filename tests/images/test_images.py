@@ -276,9 +276,9 @@ def test_slurmctld_runs_the_rendered_config(unpacked):
     if main_cmd[0] != "slurmctld":
         assert main_cmd[:2] == ["/bin/sh", "-c"] and main_cmd[3] == "slurmctld", main_cmd
         main_cmd = [main_cmd[3], *main_cmd[6:]]
-    config = next(o for o in objects if o["kind"] == "ConfigMap")["data"]
-    # The volumes the pod mounts: ConfigMap, Secret, emptyDirs, state PVC.
-    make_empty_dirs(root, pod)
+    config = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "research-slurm-config")["data"]
+    # The volumes the pod mounts: ConfigMaps, Secret, emptyDirs, state PVC.
+    make_empty_dirs(root, pod, objects)
     (root / "etc/slurm-config").mkdir(exist_ok=True)
     # Without accounting: a first start (no state files) with
     # AccountingStorageType=accounting_storage/slurmdbd ends in "fatal: slurmdbd
@@ -317,13 +317,20 @@ echo ---- slurmctld log; cat /tmp/slurmctld.log
     assert "_prepare_run_dir" not in log, log
 
 
-def make_empty_dirs(root: Path, pod: dict) -> None:
-    """What the kubelet does for emptyDir volumes: an empty folder at every mount path."""
-    empty = {v["name"] for v in pod.get("volumes", []) if "emptyDir" in v}
+def make_empty_dirs(root: Path, pod: dict, objects: list[dict]) -> None:
+    """What the kubelet does for emptyDir volumes (an empty folder at every mount path) and for
+    ConfigMap volumes (the ConfigMap's files there, e.g. the users table install-config reads)."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    config_maps = {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
     for container in pod.get("initContainers", []) + pod["containers"]:
         for mount in container.get("volumeMounts", []):
-            if mount["name"] in empty and not mount.get("subPath"):
-                (root / mount["mountPath"].lstrip("/")).mkdir(parents=True, exist_ok=True)
+            volume = volumes.get(mount["name"], {})
+            if mount.get("subPath") or not ("emptyDir" in volume or "configMap" in volume):
+                continue
+            path = root / mount["mountPath"].lstrip("/")
+            path.mkdir(parents=True, exist_ok=True)
+            for fname, text in config_maps.get(volume.get("configMap", {}).get("name"), {}).items():
+                (path / fname).write_text(text)
 
 
 # ---------------------------------------------------------------- running: MariaDB
@@ -413,7 +420,7 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
             (slurm_root / d / n).write_text(text)
     shutil.rmtree(slurm_root / "etc/slurm", ignore_errors=True)
     (slurm_root / "etc/slurm").mkdir()
-    make_empty_dirs(slurm_root, acct)
+    make_empty_dirs(slurm_root, acct, objects)
     # The init waits for the database Service named in its env; here the database is MariaDB on 127.0.0.1:port.
     init = acct["initContainers"][0]
     init_env = {e["name"]: e["value"] for e in init["env"]}
