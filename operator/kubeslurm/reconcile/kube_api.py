@@ -40,6 +40,11 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict |
     return {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
 
 
+def _raise_unless_ok(response, raw: bytes) -> None:
+    if not 200 <= response.status < 300:
+        raise ApiException(status=response.status, reason=response.reason, body=raw.decode(errors="replace"))
+
+
 @dataclass
 class KubeApi:
     api_client: client.ApiClient
@@ -69,7 +74,8 @@ class KubeApi:
         finally:
             API_WRITES.labels(namespace or "", kind.kind, verb, code).inc()
 
-    def _send(self, method: str, path: str, body, query, headers: dict):
+    def _request(self, method: str, path: str, body, query, headers: dict, timeout=None):
+        """The answer, its body not read yet."""
         method, url, headers, body, post_params = self.api_client.param_serialize(
             method=method,
             resource_path=path,
@@ -78,10 +84,13 @@ class KubeApi:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post_params)
+        return self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post_params,
+                                        _request_timeout=timeout)
+
+    def _send(self, method: str, path: str, body, query, headers: dict):
+        response = self._request(method, path, body, query, headers)
         raw = response.read()
-        if not 200 <= response.status < 300:
-            raise ApiException(status=response.status, reason=response.reason, body=raw.decode(errors="replace"))
+        _raise_unless_ok(response, raw)
         return json.loads(raw) if raw else None
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict | None:
@@ -118,16 +127,12 @@ class KubeApi:
         query = {**(_selectors(label_selector, field_selector) or {}), "watch": "true", "allowWatchBookmarks": "true",
                  "resourceVersion": resource_version, "timeoutSeconds": str(timeout_seconds)}
         API_READS.labels(namespace or "", kind.kind, "watch").inc()
-        method, url, headers, body, post_params = self.api_client.param_serialize(
-            method="GET", resource_path=kind.collection_path(namespace), query_params=list(query.items()),
-            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
-        response = self.api_client.call_api(method, url, header_params=headers,
-                                            _request_timeout=(WATCH_CONNECT_SECONDS, timeout_seconds + 60))
+        response = self._request("GET", kind.collection_path(namespace), None, query, {"Accept": "application/json"},
+                                 timeout=(WATCH_CONNECT_SECONDS, timeout_seconds + 60))
         stream = response.response  # urllib3's, not read yet
         try:
             if not 200 <= response.status < 300:
-                raise ApiException(status=response.status, reason=response.reason,
-                                   body=stream.data.decode(errors="replace"))
+                _raise_unless_ok(response, response.read())
             pending = b""
             for chunk in stream.stream(WATCH_CHUNK_BYTES, decode_content=True):
                 pending += chunk
