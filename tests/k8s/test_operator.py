@@ -6,7 +6,6 @@ which is what the operator must handle gracefully (Ready=False, SlurmNotAnswerin
 
 import base64
 import json
-import re
 import time
 
 import pytest
@@ -14,6 +13,7 @@ import yaml
 
 from kubeslurm.api import load_files
 from kubeslurm.render.config.files import render_config_files
+from kubeslurm.render.slurm_pod import table_digest
 
 from testbed.waiting import wait_for
 
@@ -621,8 +621,13 @@ def test_uids_are_recorded_in_status_and_kept_across_adds_and_removes(operator, 
         return (get(cp, "slurmcluster", "research", namespace).get("status") or {}).get("unixIds") or {}
 
     def uids_in_pods(statefulset):
+        """The users table of the cluster's ConfigMap, once the StatefulSet's pods read that very table
+        (their template names its digest)."""
+        table = get(cp, "configmap", "research-unix-users", namespace)["data"]["users"]
         script = get(cp, "statefulset", statefulset, namespace)["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
-        return {m.group(1): int(m.group(2)) for m in re.finditer(r"echo '([a-z0-9_-]+):x:(\d+):", script)}
+        if f"# the users of table {table_digest(table)} " not in script:
+            return None
+        return {name: int(uid) for name, uid in (line.split() for line in table.splitlines())}
 
     first = eventually(lambda: len(unix_ids()) == 3 and unix_ids(), what="status.unixIds of alice, bob, zoe")
     for statefulset in ("h100", "research-controller", "research-login"):

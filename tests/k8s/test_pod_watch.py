@@ -16,6 +16,7 @@ import pytest
 from kubeslurm.ownership import CLUSTER, MANAGED_BY, MANAGER, POD
 from kubeslurm.reconcile.kube_api import KubeApi, load_api_client
 from kubeslurm.reconcile.pod_watch import OTHER_SCHEDULERS_PODS, OWNED_PODS, PodWatch
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.k8s
 
@@ -45,6 +46,8 @@ class Watching:
 
     def __enter__(self):
         self.thread.start()
+        # Listed: what is created from now on comes from the watch (ADDED), never from the list.
+        wait_for(lambda: self.watch.resource_version is not None, 30, "the watch's first list", interval=0.05)
         return self
 
     def __exit__(self, *exc):

@@ -145,7 +145,12 @@ def users_table(users: UnixUsers) -> str:
 
 @lru_cache(maxsize=_USER_CACHE_SIZE)
 def users_digest(users: UnixUsers) -> str:
-    return hashlib.sha256(users_table(users).encode()).hexdigest()[:16]
+    return table_digest(users_table(users))
+
+
+def table_digest(table: str) -> str:
+    """What the pod templates name of a users table (the ConfigMap's data)."""
+    return hashlib.sha256(table.encode()).hexdigest()[:16]
 
 
 def unix_users_config_map(cluster: SlurmCluster, users: UnixUsers) -> dict:
