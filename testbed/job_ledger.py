@@ -170,7 +170,7 @@ class JobLedger:
         """The jobs (arrays by their base id) slurmctld still holds: pending, running, completing.
         A requeued job waits out Slurm's requeue delay (BeginTime) before its new run has a row in
         sacct, so sacct alone shows its failed run as its last one for a while."""
-        return {line.strip() for line in self.sh("squeue -a -h -o %F").split() if line.strip()}
+        return set(self.sh("squeue -a -h -o %F").split())
 
     def _unsettled(self) -> str:
         try:
