@@ -273,6 +273,7 @@ class ClusterReconciler:
             p["metadata"]["name"] for p in run.slurmd_pods
             if p.get("status", {}).get("phase") in ("Running", "Pending") and p["spec"].get("nodeName")
         }
+        replan = []  # (state, current, leaving) of the NodeSets whose leaving nodes are drained now
         for state in run.node_sets:
             if state.model is None:
                 continue
@@ -285,17 +286,21 @@ class ClusterReconciler:
             leaving = [naming.node_name(name, i) for i in range(wanted, current)]
             state.plan = plan_scale(name, wanted, current, run.slurm_nodes, _jobs_on(run, leaving), running)
             if state.plan.drain:
-                # Drained now and their jobs asked for again (scale_down.py, step 3): when they are
-                # empty, replicas go down in this reconcile, not the next (1000 nodes: seconds).
-                drained = state.plan.drain
-                run.slurm.drain(drained, f"scale-down of NodeSet {name} to {wanted}")
-                self.events.normal(state.raw, "ScaleDownDraining", f"drained {', '.join(drained)} before removing them")
-                run.slurm_jobs = run.slurm.jobs()
-                state.plan = plan_scale(name, wanted, current, run.slurm_nodes, _jobs_on(run, leaving), running,
-                                        drained_now=frozenset(drained))
-            if state.plan.waiting_for_jobs:
+                run.slurm.drain(state.plan.drain, f"scale-down of NodeSet {name} to {wanted}")
+                self.events.normal(state.raw, "ScaleDownDraining",
+                                   f"drained {', '.join(state.plan.drain)} before removing them")
+                replan.append((state, current, leaving))
+        if replan:
+            # Drained now and their jobs asked for again, one squeue for every NodeSet (scale_down.py,
+            # step 3): when they are empty, replicas go down in this reconcile, not the next.
+            run.slurm_jobs = run.slurm.jobs()
+            for state, current, leaving in replan:
+                state.plan = plan_scale(state.model.metadata.name, state.model.spec.replicas, current, run.slurm_nodes,
+                                        _jobs_on(run, leaving), running, drained_now=frozenset(state.plan.drain))
+        for state in run.node_sets:
+            if state.plan is not None and state.plan.waiting_for_jobs:
                 busy = ", ".join(f"{n} (jobs {','.join(j)})" for n, j in sorted(state.plan.waiting_for_jobs.items()))
-                run.progressing.append(f"NodeSet {name}: scale-down waits for jobs on {busy}")
+                run.progressing.append(f"NodeSet {state.model.metadata.name}: scale-down waits for jobs on {busy}")
 
     def render(self, run: Run) -> None:
         try:
