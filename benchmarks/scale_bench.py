@@ -235,6 +235,14 @@ class Bench:
                 counts[s.labels["command"]] = counts.get(s.labels["command"], 0) + s.value
         return counts
 
+    def step_seconds(self, scraped: dict) -> dict[str, float]:
+        """Step -> seconds spent in it so far (the operator's step histogram): where a reconcile's time goes."""
+        sums: dict[str, float] = {}
+        for s in scraped.get("kubeslurm_reconcile_step_duration_seconds", []):
+            if s.name.endswith("_sum") and s.labels.get("cluster") == CLUSTER:
+                sums[s.labels["step"]] = sums.get(s.labels["step"], 0) + s.value
+        return sums
+
     # ---- measurements ---------------------------------------------------------
     def wait_quiet(self) -> None:
         """Until the operator has written nothing for two resync periods."""
@@ -277,7 +285,10 @@ class Bench:
             self.metric(before, "kubeslurm_reconcile_duration_seconds_sum", **ours)
         commands_before, commands_after = self.slurm_commands(before), self.slurm_commands(after)
         commands = {c: (n - commands_before.get(c, 0)) / done for c, n in commands_after.items() if n - commands_before.get(c, 0)}
+        steps_before, steps_after = self.step_seconds(before), self.step_seconds(after)
+        steps = {s: round((t - steps_before.get(s, 0)) / done, 4) for s, t in steps_after.items()}
         result = {"pods": pods, "reconciles": done, "seconds_per_reconcile": seconds / done,
+                  "step_seconds_per_reconcile": steps,
                   "reads_per_reconcile": reads, "reads_by_kind": by_kind, "writes": len(writes),
                   "slurm_commands_per_reconcile": commands}
         say(f"no-op reconcile at {pods} pods: {json.dumps(result)}")
@@ -383,7 +394,11 @@ class Bench:
             lambda: self.scale_node_sets(self.replicas), lambda: self.node_sets_ready(self.nodes))
 
         self.end_memory_phase("scale-up")
+        if os.environ.get("KUBESLURM_BENCH_PROFILE"):  # what follows is the no-op reconciles only
+            os.kill(self.operator.popen.pid, signal.SIGUSR2)
         r["idle_n"] = self.no_op_reconcile(self.nodes)
+        if os.environ.get("KUBESLURM_BENCH_PROFILE"):
+            os.kill(self.operator.popen.pid, signal.SIGUSR2)
         r["memory"] = self.operator_memory()
         self.end_memory_phase(f"no-op reconciles at {self.nodes} pods")
         if os.environ.get("KUBESLURM_BENCH_TRACEMALLOC"):

@@ -58,15 +58,47 @@ def dump_allocations_on_sigusr1(path: str) -> None:
     signal.signal(signal.SIGUSR1, dump)
 
 
+class ReconcileProfile:
+    """With KUBESLURM_BENCH_PROFILE=FILE: a cProfile of every reconcile (their thread only),
+    written on SIGUSR2 as the 45 entries of most cumulative time, then reset."""
+
+    def __init__(self, path: str):
+        import cProfile
+        import signal
+        import threading
+
+        self.path, self.profile, self.lock = path, cProfile.Profile(), threading.Lock()
+        signal.signal(signal.SIGUSR2, self.dump)  # here: only the main thread may set a handler
+
+    def wrap(self, reconciler) -> None:
+        reconcile = reconciler.reconcile
+
+        def profiled(namespace, name):
+            with self.lock:
+                return self.profile.runcall(reconcile, namespace, name)
+
+        reconciler.reconcile = profiled
+
+    def dump(self, *_):
+        import pstats
+
+        with self.lock, open(self.path, "w") as out:
+            pstats.Stats(self.profile, stream=out).sort_stats("cumulative").print_stats(45)
+            self.profile.clear()
+
+
 def main() -> int:
     if os.environ.get("KUBESLURM_BENCH_TRACEMALLOC"):
         dump_allocations_on_sigusr1(os.environ["KUBESLURM_BENCH_TRACEMALLOC"])
     access = NativeSlurmAccess(json.loads(sys.argv[1]))
+    profile = ReconcileProfile(os.environ["KUBESLURM_BENCH_PROFILE"]) if os.environ.get("KUBESLURM_BENCH_PROFILE") else None
     start = handlers.RUNTIME.start
 
     def start_with_native_slurm(kubeconfig=None):
         start(kubeconfig)
         handlers.RUNTIME.reconciler.slurm_for = access
+        if profile is not None:
+            profile.wrap(handlers.RUNTIME.reconciler)
 
     handlers.RUNTIME.start = start_with_native_slurm
     return cli.main(sys.argv[2:])

@@ -1,7 +1,8 @@
 """The operator's pod watches against the real API server: the server selects the pods (our
 label; a scheduler other than the default), so other pods never reach the operator; pods there
 before are handed over from the list, later ones from the watch, deletions too; a watch the
-server ends (its timeout) goes on from where it was.
+server ends (its timeout) goes on from where it was; the owned pods' watch keeps the cache
+the reconcile reads (pod_cache.py) as the API server lists them.
 
 No kubelet runs in this tier: the pods stay Pending, which is all a watch needs.
 """
@@ -15,6 +16,7 @@ import pytest
 
 from kubeslurm.ownership import CLUSTER, MANAGED_BY, MANAGER, POD
 from kubeslurm.reconcile.kube_api import KubeApi, load_api_client
+from kubeslurm.reconcile.pod_cache import PodCache, kept_of
 from kubeslurm.reconcile.pod_watch import OTHER_SCHEDULERS_PODS, OWNED_PODS, PodWatch
 from testbed.waiting import wait_for
 
@@ -37,11 +39,11 @@ def pod(namespace: str, name: str, labels: dict | None = None, scheduler: str | 
 class Watching:
     """A PodWatch in its own thread, each (event type, pod name) it hands over in a queue."""
 
-    def __init__(self, kube, selection, namespace, watch_seconds=240):
+    def __init__(self, kube, selection, namespace, watch_seconds=240, cache=None):
         self.seen: queue.Queue = queue.Queue()
         self.stopped = threading.Event()
         self.watch = PodWatch(kube, selection, namespace, lambda t, p: self.seen.put((t, p["metadata"]["name"])),
-                              self.stopped, watch_seconds=watch_seconds)
+                              self.stopped, watch_seconds=watch_seconds, cache=cache)
         self.thread = threading.Thread(target=self.watch.run, daemon=True)
 
     def __enter__(self):
@@ -82,6 +84,29 @@ def test_only_our_pods_reach_the_owned_pods_watch_listed_then_watched_then_delet
         assert watching.next() == ("MODIFIED", "before")
         assert watching.next() == ("DELETED", "before")
         assert watching.nothing_more()
+
+
+def test_the_owned_pods_watch_keeps_a_cache_the_reconcile_can_read_instead_of_the_api_server(kube, namespace):
+    selector = f"{MANAGED_BY}={MANAGER},{CLUSTER}=research"
+    kube.create(pod(namespace, "before", OURS))
+    cache = PodCache()
+    with Watching(kube, OWNED_PODS, namespace, cache=cache) as watching:
+        assert watching.next() == ("LISTED", "before")
+        kube.create(pod(namespace, "after", OURS))
+        kube.create(pod(namespace, "stranger", {"app": "other"}))
+        assert watching.next() == ("ADDED", "after")
+        kube.merge_patch(POD, namespace, "after", {"metadata": {"annotations": {"touched": "yes"}}})
+        assert watching.next() == ("MODIFIED", "after")
+        kube.delete(POD, namespace, "before")
+        assert watching.next() == ("MODIFIED", "before") and watching.next() == ("DELETED", "before")
+        # What the reconcile would list, minus the bulk the cache does not keep.
+        listed = kube.list(POD, namespace, selector)
+        cached = cache.pods(namespace, selector)
+        assert [p["metadata"]["name"] for p in cached] == [p["metadata"]["name"] for p in listed] == ["after"]
+        assert cached[0] == kept_of(listed[0])
+        assert cached[0]["metadata"]["annotations"] == {"touched": "yes"}
+        assert "managedFields" not in cached[0]["metadata"] and listed[0]["metadata"].get("managedFields")
+        assert cache.pods("elsewhere", selector) is None  # this watch listed only its namespace
 
 
 def test_pods_of_other_schedulers_than_the_default_reach_the_bridged_pods_watch(kube, namespace):

@@ -36,6 +36,7 @@ from .directory_settings import read_directory_settings
 from .directory_users import DirectoryChecks, check_directory_users
 from .events import EventRecorder
 from .kube_api import KubeApi
+from .pod_cache import PodCache
 from .publish_metrics import publish_cluster_metrics
 from .record_unix_ids import record_unix_ids
 from .replacement import avoided_nodes
@@ -54,9 +55,11 @@ class ClusterReconciler:
     def __init__(
         self, api: KubeApi, slurm_for: Callable[[SlurmCluster, dict | None], SlurmControl | None], events: EventRecorder,
         slurmd_access: SlurmdAccess | None = None, device_plugin: DevicePluginSettings | None = None,
-        bridge_pod_namespaces: BridgePodNamespaces | None = None,
+        bridge_pod_namespaces: BridgePodNamespaces | None = None, pod_cache: PodCache | None = None,
     ):
         self.api = api
+        # The owned pods as the operator's watch keeps them (`kubeslurm run`); None: pods are listed.
+        self.pod_cache = pod_cache
         # spec.bridge's GPUs: how `kubeslurm device-plugin` runs (the operator's own image and the
         # nodes' folders, from its Deployment: DevicePluginSettings.from_environment); None: its
         # DaemonSet is not rendered.
@@ -228,16 +231,26 @@ class ClusterReconciler:
                 run.live[(kind.kind, obj["metadata"]["name"])] = obj
         for state in run.node_sets:
             run.live[("NodeSet", state.raw["metadata"]["name"])] = state.raw
-        run.slurmd_pods = self.api.list(ownership.POD, ns, ownership.cluster_selector(name, ownership.SLURMD))
+        run.slurmd_pods = self.read_pods(ns, ownership.cluster_selector(name, ownership.SLURMD))
         # replaceUnhealthy's node exclusion must not drop out while a NodeSet has no pod for a moment.
         # Bridged NodeSets are checked against their dedicated nodes' allocatable (status.node_set_status).
         if run.slurmd_pods or any(s.model is not None and (s.model.spec.replace_unhealthy or s.model.spec.bridged)
                                   for s in run.node_sets):
             run.k8s_nodes = {n["metadata"]["name"]: n for n in self.api.list(ownership.NODE, None)}
         primary, *backup = naming.controller_hosts(name, run.cluster.spec.controller.backup)
-        run.controller_pod = self.api.get(ownership.POD, ns, primary.name)
+        run.controller_pod = self.read_pod(ns, primary.name)
         if backup:
-            run.backup_controller_pod = self.api.get(ownership.POD, ns, backup[0].name)
+            run.backup_controller_pod = self.read_pod(ns, backup[0].name)
+
+    def read_pods(self, namespace: str, selector: str) -> list[dict]:
+        """Our pods matching selector: from the pod cache once its watch has listed, else from the API server."""
+        cached = self.pod_cache.pods(namespace, selector) if self.pod_cache is not None else None
+        return cached if cached is not None else self.api.list(ownership.POD, namespace, selector)
+
+    def read_pod(self, namespace: str, name: str) -> dict | None:
+        if self.pod_cache is not None and self.pod_cache.answers_for(namespace):
+            return self.pod_cache.pod(namespace, name)
+        return self.api.get(ownership.POD, namespace, name)
 
     def observe_slurm(self, run: Run) -> None:
         # Through the primary's pod, or the backup's while the primary's is not Ready: Slurm's

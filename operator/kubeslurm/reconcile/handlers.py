@@ -24,6 +24,7 @@ from ..render.bridge.device_plugin import DevicePluginSettings
 from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
+from .pod_cache import PodCache
 from .pod_watch import OTHER_SCHEDULERS_PODS, OWNED_PODS, PodHandler, PodSelection, start_pod_watches
 from .run_state import StepFailed
 from .slurm_access import SlurmAccess
@@ -57,6 +58,7 @@ class Runtime:
         self.lock = threading.Lock()
         self.namespaces: list[str] | None = None  # the namespaces followed (`run --namespace`); None: all
         self.pod_watches: list[threading.Thread] = []
+        self.owned_pods: PodCache | None = None  # kept by the owned-pods watch, read by the reconciler
         self.pods_stopped = threading.Event()
 
     def start(self, kubeconfig: str | None = None) -> None:
@@ -74,13 +76,19 @@ class Runtime:
             if self.pod_watches:
                 return
             self.pods_stopped = threading.Event()  # a fresh one: threads of an earlier start stay stopped
-            self.pod_watches = start_pod_watches(self.api, self.namespaces, handlers, self.pods_stopped)
+            # A new cache each start: what a stopped watch kept is not kept up to date.
+            self.owned_pods = self.reconciler.pod_cache = PodCache()
+            self.pod_watches = start_pod_watches(self.api, self.namespaces, handlers, self.pods_stopped,
+                                                 {OWNED_PODS: self.owned_pods})
 
     def stop_pod_watches(self) -> None:
         """Each watch ends at its next event or when the server ends it; none waits for that."""
         with self.lock:
             self.pods_stopped.set()
             self.pod_watches = []
+            self.owned_pods = None
+            if self.reconciler is not None:
+                self.reconciler.pod_cache = None  # no longer kept up to date: the reconcile lists again
 
     def wakeup(self, namespace: str, name: str) -> threading.Event:
         with self.lock:

@@ -8,7 +8,8 @@ applies its label filter, and keeps a worker holding the decoded pod for each po
 come. With 1000 slurmd pods starting (and every other pod of the cluster counted too) that made
 the operator's peak memory. Here each set is one list and then a watch from the list's
 resourceVersion with the selector in the request, read and decoded one event at a time in a
-thread of its own, then dropped. The field selector `spec.schedulerName!=default-scheduler`
+thread of its own, then dropped (the owned pods' watch keeps a trimmed copy in a PodCache,
+which the reconcile reads instead of listing them: pod_cache.py). The field selector `spec.schedulerName!=default-scheduler`
 is as close as the API server gets to "starts with kubeslurm-" (it compares whole values); the
 few pods of other schedulers it lets through are passed over here.
 
@@ -28,6 +29,7 @@ from kubernetes.client.rest import ApiException
 
 from ..ownership import MANAGED_BY, MANAGER, POD
 from .kube_api import KubeApi
+from .pod_cache import PodCache
 
 log = logging.getLogger(__name__)
 GONE = 410
@@ -55,8 +57,9 @@ class PodWatch:
     """One selection in one namespace (None: every namespace), handed to on_pod event by event."""
 
     def __init__(self, api: KubeApi, selection: PodSelection, namespace: str | None, on_pod: PodHandler,
-                 stopped: threading.Event, watch_seconds: int = WATCH_SECONDS):
+                 stopped: threading.Event, watch_seconds: int = WATCH_SECONDS, cache: PodCache | None = None):
         self.api = api
+        self.cache = cache  # kept up to date before on_pod hears of a change (pod_cache.py)
         self.selection = selection
         self.namespace = namespace
         self.on_pod = on_pod
@@ -84,6 +87,8 @@ class PodWatch:
     def _list(self) -> None:
         pods, self.resource_version = self.api.list_with_version(
             POD, self.namespace, self.selection.label_selector, self.selection.field_selector)
+        if self.cache is not None:
+            self.cache.replace(self.namespace, pods)
         for pod in pods:
             self._hand_over("LISTED", pod)
 
@@ -96,6 +101,8 @@ class PodWatch:
                                    body=obj.get("message", ""))
             self.resource_version = obj["metadata"].get("resourceVersion", self.resource_version)
             if event_type != "BOOKMARK":
+                if self.cache is not None:
+                    self.cache.changed(event_type, obj)
                 self._hand_over(event_type, obj)
             if self.stopped.is_set():
                 return
@@ -115,12 +122,13 @@ class PodWatch:
 
 
 def start_pod_watches(api: KubeApi, namespaces: list[str] | None, handlers: dict[PodSelection, PodHandler],
-                      stopped: threading.Event) -> list[threading.Thread]:
-    """A daemon thread per selection and namespace (one for all namespaces when None)."""
+                      stopped: threading.Event, caches: dict[PodSelection, PodCache] | None = None) -> list[threading.Thread]:
+    """A daemon thread per selection and namespace (one for all namespaces when None); a
+    selection in `caches` keeps that cache."""
     threads = []
     for selection, on_pod in handlers.items():
         for namespace in namespaces or [None]:
-            watch = PodWatch(api, selection, namespace, on_pod, stopped)
+            watch = PodWatch(api, selection, namespace, on_pod, stopped, cache=(caches or {}).get(selection))
             thread = threading.Thread(target=watch.run, name=f"{selection.name}-{namespace or 'all'}", daemon=True)
             thread.start()
             threads.append(thread)
