@@ -182,3 +182,38 @@ def test_only_placeholder_lines_are_read_as_placeholders():
         PlaceholderState("8", "PENDING", UID.replace("0f", "1f"), (), "Resources"),
         PlaceholderState("9", "COMPLETING", UID, ("gpu-0", "gpu-1"), "None"),
     ]
+
+
+UIDS = (UID, UID.replace("0f", "1f"))
+
+
+def test_a_pod_groups_job_asks_for_a_node_per_member_and_names_every_member():
+    request = PlaceholderRequest(**{**REQUEST.__dict__, "group": "train", "group_uids": UIDS})
+    assert sbatch_argv(request) == [
+        "sbatch", "--parsable", "--uid=svc-serving", "--account=serving",
+        "--job-name=kubeslurm-group:inference/train", f"--comment=kubeslurm.io/pod-uids={UIDS[0]},{UIDS[1]}",
+        "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=4", "--mem=8192M", "--gres=gpu:2", *COMMON_END,
+    ]
+
+
+@pytest.mark.parametrize("change", [
+    {"group": "Train"}, {"group": "a,b"}, {"group": "x --uid=root"}, {"group_uids": ()}, {"group_uids": (UID, UID)},
+    {"group_uids": (UID, "not-a-uid")}, {"group_uids": tuple(f"{i:08x}-0000-4000-8000-000000000000" for i in range(65))},
+])
+def test_a_pod_groups_job_refuses_a_value_outside_its_pattern(change):
+    with pytest.raises(ValueError):
+        sbatch_argv(PlaceholderRequest(**{**REQUEST.__dict__, "group": "train", "group_uids": UIDS, **change}))
+
+
+def test_a_pod_groups_job_is_read_back_with_every_member():
+    text = "\n".join([
+        f"20|RUNNING|gpu-[0-1]|None|kubeslurm-group:inference/train|kubeslurm.io/pod-uids={UIDS[0]},{UIDS[1]}",
+        f"21|PENDING||Resources|kubeslurm-group:inference/solo|kubeslurm.io/pod-uids={UIDS[0]}",
+        f"22|RUNNING|gpu-0|None|kubeslurm-group:inference/x|kubeslurm.io/pod-uids={UIDS[0]},forged",
+        f"23|RUNNING|gpu-0|None|kubeslurm-group:inference/x|kubeslurm.io/pod-uid={UIDS[0]}",
+        f"24|RUNNING|gpu-0|None|kubeslurm-pod:inference/x|kubeslurm.io/pod-uids={UIDS[0]}",
+    ])
+    assert parse_placeholder_lines(text) == [
+        PlaceholderState("20", "RUNNING", UIDS[0], ("gpu-0", "gpu-1"), "None", UIDS),
+        PlaceholderState("21", "PENDING", UIDS[0], (), "Resources", (UIDS[0],)),
+    ]

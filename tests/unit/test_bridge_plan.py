@@ -3,7 +3,7 @@ placeholder jobs, what to submit, bind, cancel, delete and release."""
 
 import pytest
 
-from kubeslurm.reconcile.bridge_plan import BridgedPod, Binding, BridgePlan, PlaceholderState, plan_bridge
+from kubeslurm.reconcile.bridge_plan import BridgedPod, Binding, BridgePlan, PlaceholderState, PodGroup, plan_bridge
 
 NODES = {"gpu-0": "node-a", "gpu-1": "node-b"}  # slurmd pod (= Slurm node) -> Kubernetes node
 POD = BridgedPod("inference", "server-0", "uid-0")
@@ -88,3 +88,72 @@ def test_the_plan_of_a_settled_bridge_is_empty_and_repeatable():
     jobs = [job("RUNNING"), job("PENDING", uid="uid-1", job_id="8", reason="Priority")]
     assert plan_bridge(pods, jobs, NODES).empty
     assert plan_bridge(pods, jobs, NODES) == plan_bridge(list(reversed(pods)), list(reversed(jobs)), NODES)
+
+
+# -- pod groups (gang): one job of N nodes for N pods ------------------------------------------
+def member(index: int, **change) -> BridgedPod:
+    return BridgedPod(**{**POD.__dict__, "name": f"train-{index}", "uid": f"uid-g{index}", "group": "train",
+                         "group_size": 2, **change})
+
+
+def group_job(state, job_id="20", nodes=("gpu-0", "gpu-1"), uids=("uid-g0", "uid-g1"), reason="None"):
+    return PlaceholderState(job_id, state, uids[0], nodes if state not in ("PENDING",) else (), reason, uids)
+
+
+GROUP = (member(0), member(1))
+GROUP_CASES = [
+    ("a whole group: one job for both", list(GROUP), [], BridgePlan(submit_groups=[PodGroup("inference", "train", GROUP)])),
+    ("one of two: none submitted, the pod told why", [member(0)], [],
+     BridgePlan(pending=[(member(0), "pod group train: 1 of 2 pods exist; its Slurm job is asked for once all do")])),
+    ("three of two: refused on each", [member(0), member(1), member(2)], [],
+     BridgePlan(pending=[(member(i), "not scheduled by Slurm: pod group train has 3 pods but "
+                                     "kubeslurm.io/pod-group-size says 2") for i in range(3)])),
+    ("sizes that differ: refused", [member(0), member(1, group_size=3)], [],
+     BridgePlan(pending=[(m, "not scheduled by Slurm: the pods of group train give different sizes (2, 3) in "
+                             "kubeslurm.io/pod-group-size: give them one") for m in (member(0), member(1, group_size=3))])),
+    ("GPU counts that differ: refused", [member(0, gpus=1), member(1, gpus=2)], [],
+     BridgePlan(pending=[(m, "not scheduled by Slurm: the pods of group train ask for different numbers of "
+                             "kubeslurm.io/gpu: a group is one Slurm job with the same resources on each of its nodes")
+                         for m in (member(0, gpus=1), member(1, gpus=2))])),
+    ("waiting: every member shows Slurm's reason", list(GROUP), [group_job("PENDING", reason="Resources")],
+     BridgePlan(pending=[(m, "Slurm job 20 pending: Resources") for m in GROUP])),
+    ("running: each member bound to its own node, in order", list(GROUP), [group_job("RUNNING")],
+     BridgePlan(bind=[Binding(member(0), "20", ("gpu-0",), "node-a"), Binding(member(1), "20", ("gpu-1",), "node-b")])),
+    ("running, one bound already: the other bound", [member(0, node_name="node-a"), member(1)], [group_job("RUNNING")],
+     BridgePlan(bind=[Binding(member(1), "20", ("gpu-1",), "node-b")])),
+    ("running, both bound: nothing", [member(0, node_name="node-a"), member(1, node_name="node-b")],
+     [group_job("RUNNING")], BridgePlan()),
+    ("a member deleted: the job cancelled, the other member deleted",
+     [member(0, node_name="node-a", deleting=True), member(1, node_name="node-b")], [group_job("RUNNING")],
+     BridgePlan(cancel=["20"], delete_pods=[member(1, node_name="node-b")])),
+    ("a member gone: the same", [member(1, node_name="node-b")], [group_job("RUNNING")],
+     BridgePlan(cancel=["20"], delete_pods=[member(1, node_name="node-b")])),
+    ("completing, one member still terminating: held", [member(1, node_name="node-b", deleting=True)],
+     [group_job("COMPLETING")], BridgePlan()),
+    ("completing, every member gone: released on every node", [], [group_job("COMPLETING")],
+     BridgePlan(release=[("20", ("gpu-0", "gpu-1"))])),
+    ("preempted (ended) while both run: both deleted",
+     [member(0, node_name="node-a"), member(1, node_name="node-b")], [group_job("CANCELLED")],
+     BridgePlan(delete_pods=[member(0, node_name="node-a"), member(1, node_name="node-b")])),
+    ("the survivor of a broken group waits for the group to be whole again", [member(1)], [group_job("CANCELLED")],
+     BridgePlan(pending=[(member(1), "pod group train: 1 of 2 pods exist; its Slurm job is asked for once all do")])),
+    ("a replaced member: the old job ended, a new one for the new pair",
+     [member(0, uid="uid-new"), member(1)], [group_job("CANCELLED")],
+     BridgePlan(submit_groups=[PodGroup("inference", "train", (member(0, uid="uid-new"), member(1)))])),
+    ("an orphan group job (no member left) waiting: cancelled", [], [group_job("PENDING")], BridgePlan(cancel=["20"])),
+    ("a group job on fewer nodes than members: cancelled", list(GROUP), [group_job("RUNNING", nodes=("gpu-0",))],
+     BridgePlan(cancel=["20"])),
+    ("a lone pod and a group side by side", [POD, *GROUP], [],
+     BridgePlan(submit=[POD], submit_groups=[PodGroup("inference", "train", GROUP)])),
+]
+
+
+@pytest.mark.parametrize("pods,jobs,expected", [c[1:] for c in GROUP_CASES], ids=[c[0] for c in GROUP_CASES])
+def test_group_plan(pods, jobs, expected):
+    assert plan_bridge(pods, jobs, NODES) == expected
+
+
+def test_a_running_group_is_settled_and_its_plan_repeatable():
+    pods = [member(0, node_name="node-a"), member(1, node_name="node-b")]
+    assert plan_bridge(pods, [group_job("RUNNING")], NODES).empty
+    assert plan_bridge(list(reversed(pods)), [group_job("RUNNING")], NODES).empty

@@ -19,6 +19,14 @@ The rules, each for a reason:
 - at most one GPU pod per Kubernetes node is bound and not yet admitted by the kubelet: the
   device-plugin API does not say which pod the kubelet allocates devices for, so the kubeslurm
   device plugin must have exactly one candidate to hand its recorded GPU indices to.
+
+Pod groups (gang: pods labelled with one kubeslurm.io/pod-group and its size): one job of N
+nodes for the N pods, asked for only once all N exist, so Slurm starts all of them or none; its
+comment names every member's UID. When it runs, the members (by name) are bound to its nodes
+(in order), one pod per node, each after the hold file on its own node. A group runs whole or
+not at all: a member deleted or finished, or a job that ended, cancels the job and deletes every
+member still bound; the job is released once none of them can run any more. The members left
+(their controller makes the lost ones again) wait for the group to be whole, then get a new job.
 """
 
 from __future__ import annotations
@@ -46,15 +54,30 @@ class BridgedPod:
     problem: str | None = None  # why no job can be asked for it (e.g. no memory request): shown, not submitted
     gpus: int = 0  # kubeslurm.io/gpu it asks for
     admitted: bool = False  # the kubelet has accepted it (container statuses, or a phase past Pending)
+    group: str | None = None  # its kubeslurm.io/pod-group: one job for the group's pods
+    group_size: int = 0  # the pods the group waits for (kubeslurm.io/pod-group-size)
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """The pods of one group in one namespace, by name: what one group job is submitted for."""
+    namespace: str
+    name: str
+    members: tuple[BridgedPod, ...]
 
 
 @dataclass(frozen=True)
 class PlaceholderState:
     job_id: str
     state: str
-    pod_uid: str
+    pod_uid: str  # a group's job: its first member's
     nodes: tuple[str, ...] = ()
     reason: str = ""
+    group_uids: tuple[str, ...] = ()  # a group's job: every member's UID; () for one pod's
+
+    @property
+    def uids(self) -> tuple[str, ...]:
+        return self.group_uids or (self.pod_uid,)
 
 
 @dataclass(frozen=True)
@@ -68,6 +91,7 @@ class Binding:
 @dataclass
 class BridgePlan:
     submit: list[BridgedPod] = field(default_factory=list)
+    submit_groups: list[PodGroup] = field(default_factory=list)
     bind: list[Binding] = field(default_factory=list)
     cancel: list[str] = field(default_factory=list)
     delete_pods: list[BridgedPod] = field(default_factory=list)
@@ -76,7 +100,8 @@ class BridgePlan:
 
     @property
     def empty(self) -> bool:
-        return not (self.submit or self.bind or self.cancel or self.delete_pods or self.release or self.pending)
+        return not (self.submit or self.submit_groups or self.bind or self.cancel or self.delete_pods or self.release
+                    or self.pending)
 
 
 def pending_message(job: PlaceholderState) -> str:
@@ -87,8 +112,12 @@ def plan_bridge(pods: list[BridgedPod], jobs: list[PlaceholderState], kubernetes
     """kubernetes_node_of: Slurm node name (= slurmd pod name) -> the Kubernetes node it runs on."""
     plan = BridgePlan()
     by_pod: dict[str, list[PlaceholderState]] = {}
+    group_jobs: list[PlaceholderState] = []
     for job in sorted(jobs, key=lambda j: int(j.job_id)):
-        by_pod.setdefault(job.pod_uid, []).append(job)
+        if job.group_uids:
+            group_jobs.append(job)
+        else:
+            by_pod.setdefault(job.pod_uid, []).append(job)
     pod_uids = {pod.uid for pod in pods}
     # Kubernetes nodes with a GPU pod bound but not admitted yet: nothing more is bound there.
     admitting = {pod.node_name for pod in pods if pod.node_name and pod.gpus and not pod.admitted and not pod.deleting}
@@ -98,7 +127,16 @@ def plan_bridge(pods: list[BridgedPod], jobs: list[PlaceholderState], kubernetes
             for job in pod_jobs:
                 _end(plan, job, pod_gone=True)
 
-    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+    groups: dict[tuple[str, str], list[BridgedPod]] = {}
+    for pod in pods:
+        if pod.group is not None:
+            groups.setdefault((pod.namespace, pod.group), []).append(pod)
+    _plan_group_jobs(plan, group_jobs, {pod.uid: pod for pod in pods if pod.group is not None},
+                     kubernetes_node_of, admitting)
+    for (namespace, name), members in sorted(groups.items()):
+        _plan_group(plan, PodGroup(namespace, name, tuple(sorted(members, key=lambda p: p.name))), group_jobs)
+
+    for pod in sorted((p for p in pods if p.group is None), key=lambda p: (p.namespace, p.name)):
         pod_jobs = by_pod.get(pod.uid, [])
         job, extra = (pod_jobs[0], pod_jobs[1:]) if pod_jobs else (None, [])
         for duplicate in extra:
@@ -129,6 +167,79 @@ def plan_bridge(pods: list[BridgedPod], jobs: list[PlaceholderState], kubernetes
         else:
             _end(plan, job, pod_gone=True)  # never bound: nothing of it runs anywhere
     return plan
+
+
+def _member_done(pod: BridgedPod | None) -> bool:
+    """Nothing of this member runs or will: gone from the API, finished, or deleting while unbound."""
+    return pod is None or pod.finished or (pod.deleting and pod.node_name is None)
+
+
+def _plan_group_jobs(plan: BridgePlan, group_jobs: list[PlaceholderState], members: dict[str, BridgedPod],
+                     kubernetes_node_of: dict[str, str], admitting: set[str]) -> None:
+    """Each group job against the members it names: bind them while it runs whole, else end it."""
+    for job in group_jobs:
+        named = [members.get(uid) for uid in job.group_uids]
+        whole = all(pod is not None and not pod.deleting and not pod.finished for pod in named)
+        if job.state in WAITING_STATES and whole:
+            continue  # _plan_group shows why the members wait
+        if job.state == RUNNING_STATE and whole and len(job.nodes) == len(named):
+            for pod, node in zip(sorted(named, key=lambda p: p.name), sorted(job.nodes)):
+                _bind_or_check(plan, pod, PlaceholderState(job.job_id, job.state, pod.uid, (node,)),
+                               kubernetes_node_of, admitting)
+            continue
+        # Broken (a member gone, deleting or finished), ended, or not N nodes: the group runs whole or not at all.
+        for pod in named:
+            if pod is not None and pod.node_name is not None and not pod.deleting and not pod.finished:
+                plan.delete_pods.append(pod)
+        _end(plan, job, pod_gone=all(_member_done(pod) for pod in named))
+
+
+def _plan_group(plan: BridgePlan, group: PodGroup, group_jobs: list[PlaceholderState]) -> None:
+    """A group without a live job: submit it once whole; until then say why its pods wait."""
+    uids = {pod.uid for pod in group.members}
+    live = [job for job in group_jobs if uids & set(job.group_uids) and job.state not in ENDED_STATES]
+    unbound = [pod for pod in group.members if pod.node_name is None and not pod.deleting and not pod.finished]
+    if live:
+        job = live[0]
+        if job.state in WAITING_STATES and set(job.group_uids) <= uids:
+            for pod in unbound:
+                if pod.pending_message != pending_message(job):
+                    plan.pending.append((pod, pending_message(job)))
+        return  # running: bound by _plan_group_jobs; broken: being ended there
+    for pod in group.members:
+        # bound without a running job: Slurm no longer holds what it uses (unless its ended job's pass deletes it)
+        if pod.node_name is not None and not pod.deleting and not pod.finished and pod not in plan.delete_pods:
+            plan.delete_pods.append(pod)
+    waiting = [pod for pod in group.members if not pod.deleting and not pod.finished]
+    message = group_problem(group, waiting)
+    if message is None and len(waiting) == len(unbound):
+        plan.submit_groups.append(PodGroup(group.namespace, group.name, tuple(waiting)))
+        return
+    for pod in unbound:
+        shown = message or f"Slurm job for pod group {group.name}: waiting for its bound pods to go"
+        if pod.pending_message != shown:
+            plan.pending.append((pod, shown))
+
+
+def group_problem(group: PodGroup, waiting: list[BridgedPod]) -> str | None:
+    """Why the group's job cannot be asked for yet, or None once it can."""
+    problem = next((pod.problem for pod in waiting if pod.problem), None)
+    if problem is not None:
+        return problem
+    sizes = {pod.group_size for pod in waiting}
+    if len(sizes) > 1:
+        return (f"not scheduled by Slurm: the pods of group {group.name} give different sizes "
+                f"({', '.join(map(str, sorted(sizes)))}) in kubeslurm.io/pod-group-size: give them one")
+    size = sizes.pop() if sizes else 0
+    if len(waiting) < size:
+        return f"pod group {group.name}: {len(waiting)} of {size} pods exist; its Slurm job is asked for once all do"
+    if len(waiting) > size:
+        return (f"not scheduled by Slurm: pod group {group.name} has {len(waiting)} pods but "
+                f"kubeslurm.io/pod-group-size says {size}")
+    if len({pod.gpus for pod in waiting}) > 1:
+        return (f"not scheduled by Slurm: the pods of group {group.name} ask for different numbers of "
+                f"kubeslurm.io/gpu: a group is one Slurm job with the same resources on each of its nodes")
+    return None
 
 
 def _bind_or_check(plan: BridgePlan, pod: BridgedPod, job: PlaceholderState, kubernetes_node_of: dict[str, str],

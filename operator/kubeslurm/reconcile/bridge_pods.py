@@ -9,6 +9,7 @@ the largest init container (Kubernetes' effective request), CPUs rounded up to w
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 
 from ..api.bridge import BridgedNamespace
@@ -18,6 +19,27 @@ from .bridge_plan import BridgedPod
 
 GPU_RESOURCE = "kubeslurm.io/gpu"
 MEBIBYTE = Decimal(2) ** 20
+# A gang: pods with the same group label (in one namespace) become one Slurm job of SIZE nodes.
+POD_GROUP_LABEL = "kubeslurm.io/pod-group"
+POD_GROUP_SIZE_ANNOTATION = "kubeslurm.io/pod-group-size"
+MAX_POD_GROUP_SIZE = 64  # every member's UID goes into the job's comment
+_GROUP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def pod_group(pod: dict) -> tuple[str, int] | None:
+    """(group, size) of a pod labelled kubeslurm.io/pod-group; None for a pod on its own.
+    ValueError says what to fix in the label or the size annotation."""
+    meta = pod.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+    if name is None:
+        return None
+    if not _GROUP_NAME.fullmatch(name):
+        raise ValueError(f"label {POD_GROUP_LABEL}={name!r} must be a DNS label (lowercase letters, digits and '-')")
+    size = (meta.get("annotations") or {}).get(POD_GROUP_SIZE_ANNOTATION, "")
+    if not size.isdigit() or not 1 <= int(size) <= MAX_POD_GROUP_SIZE:
+        raise ValueError(f"a pod of group {name} needs annotation {POD_GROUP_SIZE_ANNOTATION}: the number of pods "
+                         f"in the group, 1 to {MAX_POD_GROUP_SIZE} (it is {size!r})")
+    return name, int(size)
 
 
 def _requests(container: dict) -> dict:
@@ -68,10 +90,14 @@ def bridged_pod(pod: dict, mapping: BridgedNamespace | None, unmapped: str | Non
     one): the pod gets `unmapped` as its problem, shown on it, and no job."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
-    gpus, problem = 0, None
+    gpus, problem, group = 0, None, None
+    try:
+        group = pod_group(pod)
+    except ValueError as error:
+        problem = f"not scheduled by Slurm: {error}"
     if mapping is None:
         problem = unmapped
-    else:
+    elif problem is None:
         try:
             gpus = placeholder_request(pod, mapping).gpus
         except ValueError as error:
@@ -86,4 +112,6 @@ def bridged_pod(pod: dict, mapping: BridgedNamespace | None, unmapped: str | Non
         gpus=gpus,
         # The kubelet allocates devices when it admits a pod, and reports containers right after.
         admitted=bool(status.get("containerStatuses")) or status.get("phase") in ("Running", "Succeeded", "Failed"),
+        group=group[0] if group else None,
+        group_size=group[1] if group else 0,
     )

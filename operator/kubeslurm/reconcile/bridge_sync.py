@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable, Collection
 
@@ -25,10 +25,10 @@ from kubernetes.client.rest import ApiException
 from ..api import SlurmCluster
 from ..api.bridge import scheduler_name
 from ..ownership import CONFIG_MAP, POD
-from ..render.bridge.placeholder_job import hold_argv, release_argv
+from ..render.bridge.placeholder_job import PlaceholderRequest, hold_argv, release_argv
 from ..render.bridge.placements import Placement, placement_data, placements_config_map, placements_config_map_name
 from ..render.bridge.pod_binding import PENDING_REASON, binding, pending_condition_patch
-from .bridge_plan import BridgedPod, BridgePlan, plan_bridge
+from .bridge_plan import BridgedPod, BridgePlan, PodGroup, plan_bridge
 from .bridge_pods import bridged_pod, placeholder_request, unmapped_problem
 from .events import EventRecorder
 from .kube_api import KubeApi
@@ -107,6 +107,9 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
     for pod in plan.submit:
         attempt(f"submit for pod {pod.namespace}/{pod.name}",
                 lambda: _submit(access, pod, raw[pod.uid], mappings[pod.namespace], now, bridged_nodes_only))
+    for group in plan.submit_groups:
+        attempt(f"submit for pod group {group.namespace}/{group.name}",
+                lambda: _submit_group(access, group, raw, mappings[group.namespace], now, bridged_nodes_only))
     for placement in plan.bind:
         attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}",
                 lambda: _hold_and_bind(access, placement, raw[placement.pod.uid], record))
@@ -160,6 +163,38 @@ def _submit(access: BridgeAccess, pod: BridgedPod, raw_pod: dict, mapping, now: 
                 f"as {request.user}, account {request.account}")
 
 
+def group_request(group: PodGroup, raw: dict[str, dict], mapping, bridged_nodes_only: bool = False) -> PlaceholderRequest:
+    """The one job of a pod group: each member's resources on a node of its own. ValueError
+    when the members ask for different resources (a group is one job, the same on every node)."""
+    requests = [placeholder_request(raw[pod.uid], mapping, bridged_nodes_only) for pod in group.members]
+    shapes = {(r.cpus, r.memory_mib, r.gpus) for r in requests}
+    if len(shapes) != 1:
+        listed = "; ".join(f"{cpus} CPUs, {mib} MiB, {gpus} GPUs" for cpus, mib, gpus in sorted(shapes))
+        raise ValueError(f"the pods of group {group.name} ask for different resources ({listed}): a group is one "
+                         f"Slurm job with the same CPUs, memory and GPUs on each of its nodes")
+    return replace(requests[0], group=group.name, group_uids=tuple(r.pod_uid for r in requests))
+
+
+def _submit_group(access: BridgeAccess, group: PodGroup, raw: dict[str, dict], mapping, now: str,
+                  bridged_nodes_only: bool = False) -> None:
+    members = [raw[pod.uid] for pod in group.members]
+    try:
+        request = group_request(group, raw, mapping, bridged_nodes_only)
+        job_id = access.slurm.submit_placeholder(request)
+    except (ValueError, SlurmCommandError) as error:
+        message = refused_message(error) if isinstance(error, SlurmCommandError) else f"not scheduled by Slurm: {error}"
+        for pod, raw_pod in zip(group.members, members):
+            if pod.pending_message != message:
+                meta = raw_pod["metadata"]
+                access.kube.patch_pod_status(meta["namespace"], meta["name"], pending_condition_patch(message, now))
+                access.tell(raw_pod, "SlurmRefused", message, warning=True)
+        return
+    for raw_pod in members:
+        access.tell(raw_pod, "SlurmJobSubmitted",
+                    f"Slurm job {job_id} for pod group {group.name} asks for {len(members)} nodes with {request.cpus} CPUs, "
+                    f"{request.memory_mib} MiB and {request.gpus} GPUs each, as {request.user}, account {request.account}")
+
+
 def _delete(access: BridgeAccess, raw_pod: dict) -> None:
     access.tell(raw_pod, "DeletedForSlurm", "its Slurm job no longer runs (ended, preempted or cancelled): "
                 "a pod Slurm placed runs only while its job does", warning=True)
@@ -201,9 +236,10 @@ def _hold_and_bind(access: BridgeAccess, placement, raw_pod: dict, record: Place
         _on_each(access, placement.slurm_nodes, release_argv(placement.job_id))
         return
     pod = placement.pod
-    gpus = {node: list(a.gpu_indices) for node, a in allocation.nodes.items() if a.gpu_indices}
+    gpus = {node: list(a.gpu_indices) for node, a in allocation.nodes.items()
+            if a.gpu_indices and node in placement.slurm_nodes}
     if gpus:
-        # one pod, one node (pod groups are later): that node's indices are the pod's GPUs
+        # one pod, one node (a group's member: its own node of the group's job): that node's indices are the pod's GPUs
         indices = tuple(sorted(i for node in placement.slurm_nodes for i in gpus.get(node, ())))
         record.add(Placement(pod.uid, pod.namespace, pod.name, placement.kubernetes_node, placement.job_id, indices))
     access.kube.bind(pod.namespace, binding(pod.name, pod.uid, placement.kubernetes_node))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..render.bridge.placeholder_job import COMMENT_PREFIX, JOB_NAME_PREFIX
+from ..render.bridge.placeholder_job import COMMENT_PREFIX, GROUP_COMMENT_PREFIX, GROUP_JOB_NAME_PREFIX, JOB_NAME_PREFIX
 from .bridge_plan import PlaceholderState
 from .slurm_hostlist import expand
 
@@ -62,10 +62,12 @@ def parse_job_allocation(text: str) -> JobAllocation:
     return JobAllocation(fields["JobId"], fields["JobState"], fields.get("Reason", ""), nodes)
 
 
+_UID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _PLACEHOLDER_LINE = re.compile(
-    r"^(?P<id>[0-9]+)\|(?P<state>[A-Z_]+)\|(?P<nodes>[^|]*)\|(?P<reason>[^|]*)\|"
-    + re.escape(JOB_NAME_PREFIX) + r"[a-z0-9-]+/[a-z0-9.-]+\|"
-    + re.escape(COMMENT_PREFIX) + r"(?P<uid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+    r"^(?P<id>[0-9]+)\|(?P<state>[A-Z_]+)\|(?P<nodes>[^|]*)\|(?P<reason>[^|]*)\|(?:"
+    + re.escape(JOB_NAME_PREFIX) + r"[a-z0-9-]+/[a-z0-9.-]+\|" + re.escape(COMMENT_PREFIX) + rf"(?P<uid>{_UID})"
+    + "|" + re.escape(GROUP_JOB_NAME_PREFIX) + r"[a-z0-9-]+/[a-z0-9-]+\|" + re.escape(GROUP_COMMENT_PREFIX)
+    + rf"(?P<uids>{_UID}(?:,{_UID})*))$"
 )
 
 
@@ -77,6 +79,7 @@ def parse_placeholder_lines(text: str) -> list[PlaceholderState]:
         match = _PLACEHOLDER_LINE.match(line.strip())
         if match:
             nodes = match["nodes"]
-            jobs.append(PlaceholderState(match["id"], match["state"], match["uid"],
-                                         tuple(expand(nodes)) if nodes else (), match["reason"]))
+            group = tuple(match["uids"].split(",")) if match["uids"] else ()
+            jobs.append(PlaceholderState(match["id"], match["state"], match["uid"] or group[0],
+                                         tuple(expand(nodes)) if nodes else (), match["reason"], group))
     return jobs

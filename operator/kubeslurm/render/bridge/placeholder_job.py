@@ -28,6 +28,11 @@ PLACEHOLDER_SCRIPT = "exec sleep infinity"
 # squeue/sacct show it; the operator finds a pod's job by it (with the pod's UID in the comment).
 JOB_NAME_PREFIX = "kubeslurm-pod:"
 COMMENT_PREFIX = "kubeslurm.io/pod-uid="
+# A pod group's one job (gang): named after the group, its comment the members' UIDs, comma-separated.
+GROUP_JOB_NAME_PREFIX = "kubeslurm-group:"
+GROUP_COMMENT_PREFIX = "kubeslurm.io/pod-uids="
+MAX_GROUP_MEMBERS = 64
+_GROUP_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _UID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 _JOB_ID_PATTERN = r"^[1-9][0-9]{0,9}$"
 
@@ -48,6 +53,10 @@ class PlaceholderRequest:
     # The cluster has a bridged NodeSet: the job may run only on its nodes (Features=kubeslurm_bridged),
     # the Kubernetes nodes dedicated to the bridge, never on a node other pods are scheduled to.
     bridged_nodes_only: bool = False
+    # A pod group: one job of len(group_uids) nodes, one member per node, each with the
+    # resources above; pod_name/pod_uid are then its first member's.
+    group: str | None = None
+    group_uids: tuple[str, ...] = ()
 
 
 def _checked(value: str, pattern: str, what: str) -> str:
@@ -64,10 +73,28 @@ def job_name(namespace: str, pod_name: str) -> str:
     return f"{JOB_NAME_PREFIX}{namespace}/{pod_name}"
 
 
+def group_job_name(namespace: str, group: str) -> str:
+    return f"{GROUP_JOB_NAME_PREFIX}{namespace}/{group}"
+
+
+def _identity(r: PlaceholderRequest) -> list[str]:
+    """Job name, comment and shape: one pod on one node, or a group on one node per member."""
+    if r.group is None:
+        return [f"--job-name={job_name(r.namespace, r.pod_name)}", f"--comment={COMMENT_PREFIX}{r.pod_uid}",
+                "--nodes=1", "--ntasks=1"]
+    _checked(r.group, _GROUP_PATTERN, "pod group")
+    if not 1 <= len(r.group_uids) <= MAX_GROUP_MEMBERS or len(set(r.group_uids)) != len(r.group_uids):
+        raise ValueError(f"a pod group has 1 to {MAX_GROUP_MEMBERS} distinct members, not {len(r.group_uids)}")
+    for uid in r.group_uids:
+        _checked(uid, _UID_PATTERN, "pod uid")
+    return [f"--job-name={group_job_name(r.namespace, r.group)}", f"--comment={GROUP_COMMENT_PREFIX}{','.join(r.group_uids)}",
+            f"--nodes={len(r.group_uids)}", "--ntasks-per-node=1"]
+
+
 def sbatch_argv(request: PlaceholderRequest) -> list[str]:
     """sbatch, run as root on the controller, submitting the placeholder as the mapped user.
 
-    One node, one task with the pod's CPUs; --no-requeue because a pod whose job ended is
+    One node, one task with the pod's CPUs (a group: a node and a task per member); --no-requeue because a pod whose job ended is
     evicted and its controller (Deployment, Job) makes a new pod with a new job; output to
     /dev/null because the step prints nothing and the service user may have no home."""
     r = request
@@ -81,9 +108,8 @@ def sbatch_argv(request: PlaceholderRequest) -> list[str]:
             raise ValueError(f"{what} must be an integer of at least {least}, not {count!r}")
     argv = [
         "sbatch", "--parsable",
-        f"--uid={r.user}", f"--account={r.account}",
-        f"--job-name={job_name(r.namespace, r.pod_name)}", f"--comment={COMMENT_PREFIX}{r.pod_uid}",
-        "--nodes=1", "--ntasks=1", f"--cpus-per-task={r.cpus}", f"--mem={r.memory_mib}M",
+        f"--uid={r.user}", f"--account={r.account}", *_identity(r),
+        f"--cpus-per-task={r.cpus}", f"--mem={r.memory_mib}M",
     ]
     if r.gpus:
         argv.append(f"--gres=gpu:{r.gpus}")
