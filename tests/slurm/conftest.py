@@ -71,3 +71,20 @@ def stopped_after(cluster, request):
         yield cluster
     finally:
         cluster.stop(show_logs=request.session.testsfailed > failed_before)
+
+
+@contextlib.contextmanager
+def running_with_accounts(slurm_rootfs, request, documents: list[dict], name: str):
+    """A module's cluster rendered from `documents` (a SlurmCluster and its NodeSets), started,
+    its accounts and QOS created as the operator creates them; (model, node sets, cluster,
+    SlurmControl) while the block runs, stopped after it (stopped_after)."""
+    from kubeslurm.render.config.accounting_commands import accounting_commands
+    from testbed.native_slurm.rendered import load, native_cluster, slurm_control
+
+    model, node_sets = load(documents)
+    cluster = native_cluster(slurm_rootfs, model, node_sets, name=name)
+    with stopped_after(cluster, request):
+        cluster.start()
+        control = slurm_control(cluster)
+        control.sacctmgr(accounting_commands(model))
+        yield model, node_sets, cluster, control

@@ -37,11 +37,9 @@ from kubeslurm.reconcile.events import EventRecorder
 from kubeslurm.reconcile.kube_api import KubeApi, load_api_client
 from kubeslurm.render.bridge.placeholder_job import HOLD_DIR, PlaceholderRequest, hold_argv, release_argv
 from kubeslurm.render.bridge.placements import placements_config_map_name, read_placements
-from kubeslurm.render.config.accounting_commands import accounting_commands
 from testbed import REPO
-from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
-from tests.slurm.conftest import stopped_after
+from tests.slurm.conftest import running_with_accounts
 
 from .test_scheduling_policies import Policies
 
@@ -71,12 +69,7 @@ KUBERNETES_NODES = {NODE: "node-a"}  # where the slurmd pod gpu-0 would run
 
 @pytest.fixture(scope="module")
 def bridge(slurm_rootfs, request):
-    model, node_sets = load([CLUSTER, *NODE_SETS])
-    cluster = native_cluster(slurm_rootfs, model, node_sets, name="bridge")
-    with stopped_after(cluster, request):
-        cluster.start()
-        control = slurm_control(cluster)
-        control.sacctmgr(accounting_commands(model))
+    with running_with_accounts(slurm_rootfs, request, [CLUSTER, *NODE_SETS], "bridge") as (model, node_sets, cluster, control):
         yield model, cluster, control
 
 

@@ -17,10 +17,8 @@ import pytest
 
 from kubeslurm.reconcile.bridge_plan import BridgedPod, BridgePlan, plan_bridge
 from kubeslurm.render.bridge.placeholder_job import PlaceholderRequest, hold_argv, release_argv
-from kubeslurm.render.config.accounting_commands import accounting_commands
-from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
-from tests.slurm.conftest import stopped_after
+from tests.slurm.conftest import running_with_accounts
 
 from .test_scheduling_policies import Policies
 
@@ -51,12 +49,7 @@ NODE = "gpu-0"
 
 @pytest.fixture(scope="module")
 def preempt(slurm_rootfs, request):
-    model, node_sets = load([CLUSTER, *NODE_SETS])
-    cluster = native_cluster(slurm_rootfs, model, node_sets, name="preempt")
-    with stopped_after(cluster, request):
-        cluster.start()
-        control = slurm_control(cluster)
-        control.sacctmgr(accounting_commands(model))
+    with running_with_accounts(slurm_rootfs, request, [CLUSTER, *NODE_SETS], "preempt") as (model, node_sets, cluster, control):
         yield model, cluster, control
 
 

@@ -18,10 +18,8 @@ import pytest
 from kubeslurm.api.bridge import BRIDGED_FEATURE
 from kubeslurm.render.bridge.bridged_nodes import bridged_nodes_only
 from kubeslurm.render.bridge.placeholder_job import PlaceholderRequest, sbatch_argv
-from kubeslurm.render.config.accounting_commands import accounting_commands
-from testbed.native_slurm.rendered import load, native_cluster, slurm_control
 from testbed.waiting import wait_for
-from tests.slurm.conftest import stopped_after
+from tests.slurm.conftest import running_with_accounts
 
 from .test_scheduling_policies import Policies
 
@@ -53,12 +51,7 @@ BRIDGED_NODE, PLAIN_NODE = "bridged-0", "plain-0"
 
 @pytest.fixture(scope="module")
 def bridged_cluster(slurm_rootfs, request):
-    model, node_sets = load([CLUSTER, *NODE_SETS])
-    cluster = native_cluster(slurm_rootfs, model, node_sets, name="bridged")
-    with stopped_after(cluster, request):
-        cluster.start()
-        control = slurm_control(cluster)
-        control.sacctmgr(accounting_commands(model))
+    with running_with_accounts(slurm_rootfs, request, [CLUSTER, *NODE_SETS], "bridged") as (model, node_sets, cluster, control):
         yield model, node_sets, cluster, control
 
 
