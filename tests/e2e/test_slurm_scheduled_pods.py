@@ -9,17 +9,20 @@ to the bridge as an admin would (label and taint kubeslurm.io/bridge=research), 
 slurmd's overhead, and the placeholder jobs ask for the nodes with feature kubeslurm_bridged. The
 node is given back afterwards. The pods are busybox's httpd, which every node of the local
 cluster has. What a user sees is what is checked: squeue and sacct in the login pod, `kubectl
-describe pod`, the pod's node, its Service.
+describe pod`, the pod's node, its Service. Last, the NodeSet grows to two nodes and a Job's two
+workers in one pod group start together or not at all.
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import yaml
 
 from kubeslurm.api.bridge import BRIDGED_FEATURE, scheduler_name
+from kubeslurm.reconcile.bridge_pods import POD_GROUP_LABEL, POD_GROUP_SIZE_ANNOTATION
 from kubeslurm.render.bridge.bridged_nodes import SLURMD_OVERHEAD_REQUESTS
 from kubeslurm.render.bridge.device_plugin import device_plugin_name
 from testbed import deployment
@@ -249,3 +252,69 @@ def test_a_pod_from_a_namespace_without_a_mapping_is_told_what_to_add(login):
         assert _as_admin(login, ["squeue", "-h", "-a", "-n", f"kubeslurm-pod:{stray}/stray-0"]).strip() == ""
     finally:
         kube.run("delete", "namespace", stray, "--ignore-not-found", "--wait=false", check=False)
+
+
+def _gang_job(name: str, workers: int) -> dict:
+    """A Kubernetes Job of `workers` pods that must start together (a distributed run's workers):
+    one pod group, as a team would write it."""
+    spec = _pod_spec(name)
+    spec["restartPolicy"] = "Never"
+    spec["containers"][0]["command"] = ["sh", "-c", "echo worker on $(hostname); sleep 20"]
+    spec["containers"][0].pop("ports")
+    template = {"metadata": {"labels": {"app": name, POD_GROUP_LABEL: name},
+                             "annotations": {POD_GROUP_SIZE_ANNOTATION: str(workers)}},
+                "spec": spec}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": APPS},
+            "spec": {"parallelism": workers, "completions": workers, "backoffLimit": 0, "template": template}}
+
+
+def test_a_pod_group_starts_whole_on_two_nodes_or_not_at_all(login):
+    """Two workers of one Job in one pod group: while Slurm has one free node of the two they
+    need, neither starts; once alice's job frees the other, both are placed by ONE Slurm job of
+    two nodes, each on the Kubernetes node of its own slurmd pod, and when they finish the
+    job ends and its nodes are free again."""
+    kube = login.kube
+    kube.run("delete", "deployment", "--all", "-n", APPS, "--wait=true", "--timeout=120s")
+    kube.run("scale", "nodeset", "cpu", "-n", NAMESPACE, "--replicas=2")
+    wait_for(lambda: sorted(_as_admin(login, ["sinfo", "-h", "-N", "-p", "cpu", "-o", "%N %t"]).split()) ==
+             sorted(["cpu-0", "idle", "cpu-1", "idle"]), 240, "cpu-0 and cpu-1 idle", interval=3)
+
+    # alice's job holds one of the two nodes: the group, which needs both, must not start in part.
+    held = login.sh("sbatch --parsable -p cpu -N1 --wrap 'sleep 900'").strip().splitlines()[-1]
+    wait_for(lambda: _as_admin(login, ["squeue", "-h", "-j", held, "-o", "%T"]).strip() == "RUNNING", 120,
+             f"alice's job {held} running", interval=2)
+    kube.apply(yaml.safe_dump(_gang_job("gang", 2)))
+
+    def group_job(state: str | None = None) -> dict | None:
+        out = _as_admin(login, ["squeue", "-h", "-a", "-n", f"kubeslurm-group:{APPS}/gang", "-o", "%i|%T|%a|%D|%N|%r"])
+        jobs = [dict(zip(("id", "state", "account", "count", "nodes", "reason"), line.split("|")))
+                for line in out.splitlines() if line.strip()]
+        return jobs[0] if jobs and (state is None or jobs[0]["state"] == state) else None
+
+    pending = wait_for(lambda: group_job("PENDING"), 120, "the group's one job pending in Slurm", interval=2)
+    assert pending["count"] == "2" and pending["account"] == ACCOUNT, pending
+    workers = wait_for(lambda: (pods := _pods(kube, "gang")) and len(pods) == 2 and all(
+        "Slurm job" in next((c.get("message", "") for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled"), "")
+        for p in pods) and pods, 60, "both workers told why they wait", interval=2)
+    for _ in range(5):  # a while with one node free: neither worker is placed on it (sampled once a second)
+        assert not [p["metadata"]["name"] for p in _pods(kube, "gang") if p["spec"].get("nodeName")]
+        assert group_job("PENDING") is not None
+        time.sleep(1)
+
+    login.sh(f"scancel {held}")
+    running = wait_for(lambda: group_job("RUNNING"), 120, "the group's job running", interval=2)
+    assert running["id"] == pending["id"] and running["count"] == "2", running
+    placed = wait_for(lambda: (pods := _pods(kube, "gang")) and all(p["spec"].get("nodeName") for p in pods) and pods, 120,
+                      "both workers bound", interval=2)
+    # Members by name onto the job's nodes by name: each on the Kubernetes node of its slurmd pod.
+    slurmd_nodes = {name: login.pod(name)["spec"]["nodeName"] for name in ("cpu-0", "cpu-1")}
+    assert [p["spec"]["nodeName"] for p in sorted(placed, key=lambda p: p["metadata"]["name"])] == \
+        [slurmd_nodes["cpu-0"], slurmd_nodes["cpu-1"]], (placed, slurmd_nodes)
+    assert {p["metadata"]["uid"] for p in placed} == {p["metadata"]["uid"] for p in workers}
+    # Both finish; the group's job ends with them and Slurm has both nodes free again.
+    wait_for(lambda: (kube.get("job", "gang", "-n", APPS).get("status") or {}).get("succeeded") == 2, 180,
+             "the Job's two workers succeeded", interval=3)
+    wait_for(lambda: group_job() is None or group_job()["state"] not in ("RUNNING", "PENDING", "COMPLETING"), 120,
+             "the group's job ended", interval=3)
+    wait_for(lambda: _sacct(login, running["id"]) is not None and _sacct(login, running["id"])[1] != "RUNNING", 60,
+             "sacct: the group's job ended", interval=2)

@@ -157,3 +157,19 @@ def test_a_running_group_is_settled_and_its_plan_repeatable():
     pods = [member(0, node_name="node-a"), member(1, node_name="node-b")]
     assert plan_bridge(pods, [group_job("RUNNING")], NODES).empty
     assert plan_bridge(list(reversed(pods)), [group_job("RUNNING")], NODES).empty
+
+
+@pytest.mark.parametrize("pods,expected", [
+    ([member(0, node_name="node-a", finished=True), member(1, node_name="node-b")], BridgePlan()),
+    ([member(0, node_name="node-a", finished=True), member(1, node_name="node-b", finished=True)],
+     BridgePlan(cancel=["20"])),
+    ([member(1, node_name="node-b", finished=True)], BridgePlan(cancel=["20"])),  # one finished, one gone
+], ids=["one worker done, the other still runs: left alone", "both done: the job cancelled",
+        "one done, one gone: cancelled"])
+def test_a_finished_member_leaves_the_others_running(pods, expected):
+    assert plan_bridge(pods, [group_job("RUNNING")], NODES) == expected
+
+
+def test_a_group_whose_members_all_finished_is_released_once_completing():
+    pods = [member(0, node_name="node-a", finished=True), member(1, node_name="node-b", finished=True)]
+    assert plan_bridge(pods, [group_job("COMPLETING")], NODES) == BridgePlan(release=[("20", ("gpu-0", "gpu-1"))])

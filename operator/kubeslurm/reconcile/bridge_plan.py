@@ -24,9 +24,10 @@ Pod groups (gang: pods labelled with one kubeslurm.io/pod-group and its size): o
 nodes for the N pods, asked for only once all N exist, so Slurm starts all of them or none; its
 comment names every member's UID. When it runs, the members (by name) are bound to its nodes
 (in order), one pod per node, each after the hold file on its own node. A group runs whole or
-not at all: a member deleted or finished, or a job that ended, cancels the job and deletes every
+not at all: a member gone or deleting, or a job that ended, cancels the job and deletes every
 member still bound; the job is released once none of them can run any more. The members left
 (their controller makes the lost ones again) wait for the group to be whole, then get a new job.
+A member that finished (a worker done) leaves the others running; the job ends with the last.
 """
 
 from __future__ import annotations
@@ -176,22 +177,27 @@ def _member_done(pod: BridgedPod | None) -> bool:
 
 def _plan_group_jobs(plan: BridgePlan, group_jobs: list[PlaceholderState], members: dict[str, BridgedPod],
                      kubernetes_node_of: dict[str, str], admitting: set[str]) -> None:
-    """Each group job against the members it names: bind them while it runs whole, else end it."""
+    """Each group job against the members it names: bind them while it runs whole, else end it.
+
+    A member that finished (its containers exited: a worker done) leaves the others running; the
+    job ends once every member has finished. A member gone or deleting breaks the group."""
     for job in group_jobs:
         named = [members.get(uid) for uid in job.group_uids]
-        whole = all(pod is not None and not pod.deleting and not pod.finished for pod in named)
-        if job.state in WAITING_STATES and whole:
+        done = all(_member_done(pod) for pod in named)
+        broken = any(pod is None or pod.deleting for pod in named)
+        if job.state in WAITING_STATES and not broken:
             continue  # _plan_group shows why the members wait
-        if job.state == RUNNING_STATE and whole and len(job.nodes) == len(named):
+        if job.state == RUNNING_STATE and not broken and not done and len(job.nodes) == len(named):
             for pod, node in zip(sorted(named, key=lambda p: p.name), sorted(job.nodes)):
-                _bind_or_check(plan, pod, PlaceholderState(job.job_id, job.state, pod.uid, (node,)),
-                               kubernetes_node_of, admitting)
+                if not pod.finished:
+                    _bind_or_check(plan, pod, PlaceholderState(job.job_id, job.state, pod.uid, (node,)),
+                                   kubernetes_node_of, admitting)
             continue
-        # Broken (a member gone, deleting or finished), ended, or not N nodes: the group runs whole or not at all.
+        # Broken, every member finished, ended, or not N nodes: the group runs whole or not at all.
         for pod in named:
             if pod is not None and pod.node_name is not None and not pod.deleting and not pod.finished:
                 plan.delete_pods.append(pod)
-        _end(plan, job, pod_gone=all(_member_done(pod) for pod in named))
+        _end(plan, job, pod_gone=done)
 
 
 def _plan_group(plan: BridgePlan, group: PodGroup, group_jobs: list[PlaceholderState]) -> None:
