@@ -47,6 +47,7 @@ class HeldJob:
     name: str
     pod_uid: str | None  # a placeholder job's pod (its comment)
     gpus: frozenset[int]  # on the sampled node
+    remembered: bool = False  # COMPLETING and no longer listing its GPUs: those seen before
 
     def __str__(self) -> str:
         return f"job {self.job_id} {self.name} {self.state} GPUs {sorted(self.gpus)}"
@@ -83,13 +84,14 @@ def held_jobs(scontrol_text: str, slurm_node: str, last_gpus: dict[str, frozense
             continue
         node = allocation.nodes.get(slurm_node)
         gpus = frozenset(node.gpu_indices) if node is not None else frozenset()
+        remembered = not gpus and allocation.state == "COMPLETING" and allocation.job_id in last_gpus
         if gpus:
             last_gpus[allocation.job_id] = gpus
-        elif allocation.state == "COMPLETING":
-            gpus = last_gpus.get(allocation.job_id, frozenset())
+        elif remembered:
+            gpus = last_gpus[allocation.job_id]
         uid, name = _POD_UID.search(record), _JOB_NAME.search(record)
         jobs.append(HeldJob(allocation.job_id, allocation.state, name.group(1) if name else "",
-                            uid.group(1) if uid else None, gpus))
+                            uid.group(1) if uid else None, gpus, remembered))
     return jobs
 
 
@@ -147,6 +149,11 @@ class DoubleBookingSampler:
     violation_count: int = 0
     pods_seen_running: set[str] = field(default_factory=set)  # pod names
     jobs_seen_holding: set[str] = field(default_factory=set)  # job ids
+    # pods seen running while their placeholder was COMPLETING: the Epilog's hold, the moment
+    # a preempted pod's GPUs could be given out twice
+    pods_seen_held_by_epilog: set[str] = field(default_factory=set)
+    completing_gpus_listed: int = 0  # COMPLETING jobs whose GPUs scontrol listed
+    completing_gpus_remembered: int = 0  # ... and those that no longer listed them
     _last_gpus: dict[str, frozenset[int]] = field(default_factory=dict)
     _pod_gpus: dict[str, frozenset[int]] = field(default_factory=dict)
     _previously_running: set[str] = field(default_factory=set)
@@ -184,6 +191,10 @@ class DoubleBookingSampler:
         self.samples += 1
         self.pods_seen_running.update(p.name for p in pods)
         self.jobs_seen_holding.update(j.job_id for j in jobs)
+        completing = {j.pod_uid for j in jobs if j.state == "COMPLETING" and j.pod_uid}
+        self.pods_seen_held_by_epilog.update(p.name for p in pods if p.uid in completing)
+        self.completing_gpus_listed += sum(1 for j in jobs if j.state == "COMPLETING" and j.gpus and not j.remembered)
+        self.completing_gpus_remembered += sum(1 for j in jobs if j.remembered)
         seen = "; ".join([*(str(j) for j in jobs), *(str(p) for p in pods)]) or "nothing held"
         for what in violations(jobs, pods):
             self.violation_count += 1
@@ -201,7 +212,9 @@ class DoubleBookingSampler:
 
     def report(self) -> str:
         lines = [f"{self.samples} samples, {self.violation_count} violations, {len(self.failed_reads)} failed reads; "
-                 f"pods seen running: {sorted(self.pods_seen_running)}; jobs seen holding: {sorted(self.jobs_seen_holding, key=int)}"]
+                 f"pods seen running: {sorted(self.pods_seen_running)}; jobs seen holding: {sorted(self.jobs_seen_holding, key=int)}; "
+                 f"pods seen running on a COMPLETING job: {sorted(self.pods_seen_held_by_epilog)}; COMPLETING jobs' GPUs "
+                 f"listed {self.completing_gpus_listed} times, remembered {self.completing_gpus_remembered}"]
         lines += [f"  {v.at} {v.what}\n      seen: {v.seen}" for v in self.found]
         lines += [f"  read failed {failure}" for failure in self.failed_reads[:10]]
         return "\n".join(lines)

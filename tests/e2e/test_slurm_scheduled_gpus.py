@@ -366,6 +366,8 @@ def test_urgent_training_preempts_the_inference_whose_pods_go_first_and_come_bac
         served = _served(login, pod)
         assert _devices(served) == _gpus_of_job(login, job_id) and served["job"] == job_id, (job_id, served)
     _never_double_booked(double_booking, pods=4)
+    # and it looked while it mattered: the old pods running on their preempted, held placeholders
+    assert old_names <= double_booking.pods_seen_held_by_epilog, double_booking.report()
 
 
 def test_inference_preempts_a_scavenger_job_which_is_requeued_and_completes_later(login, double_booking, idle_pool):

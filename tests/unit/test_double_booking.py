@@ -49,7 +49,8 @@ def test_a_completing_job_that_no_longer_lists_its_gpus_keeps_those_seen_before(
     held_jobs(JOBS, "h100-0", seen)
     later = "JobId=13 JobName=kubeslurm-pod:apps/infer-a\n   JobState=COMPLETING Reason=None\n" \
             f"   NodeList=h100-0\n   Comment=kubeslurm.io/pod-uid={POD_A}\n"
-    assert held_jobs(later, "h100-0", seen)[0].gpus == frozenset({6, 7})
+    (job,) = held_jobs(later, "h100-0", seen)
+    assert job.gpus == frozenset({6, 7}) and job.remembered
 
 
 def _job(job_id, gpus, pod_uid=None, state="RUNNING"):
@@ -109,3 +110,14 @@ def test_pods_elsewhere_or_not_running_are_not_holders():
     sampler.sample_once()
     sampler.sample_once()
     assert sampler.violation_count == 0 and sampler.pods_seen_running == set()
+
+
+def test_a_pod_running_on_its_completing_placeholder_is_the_window_it_watches():
+    completing = (f"JobId=13 JobName=kubeslurm-pod:apps/infer-a\n   JobState=COMPLETING Reason=None\n"
+                  f"     Nodes=h100-0 CPU_IDs=1 Mem=32 GRES=gpu:h100:2(IDX:6-7)\n   Comment=kubeslurm.io/pod-uid={POD_A}\n")
+    sampler = DoubleBookingSampler(lambda: completing, lambda: [_pod_object(POD_A, "infer-a")], lambda pod: {6, 7},
+                                   "h100-0", "node-a")
+    sampler.sample_once()
+    sampler.sample_once()
+    assert sampler.violation_count == 0 and sampler.pods_seen_held_by_epilog == {"infer-a"}
+    assert sampler.completing_gpus_listed == 2 and sampler.completing_gpus_remembered == 0
