@@ -3,7 +3,8 @@ reads what Slurm and Kubernetes say of one bridged node, and records every momen
 had two holders or a bridged pod ran without its placeholder job.
 
 A holder is a job RUNNING or COMPLETING on the node (`scontrol --details show job`: a
-COMPLETING job still holds its GPUs, which is what the bridge's Epilog relies on) or a bridged
+COMPLETING job still holds its GPUs, which is what the bridge's Epilog relies on; Slurm 24.11
+no longer lists them then, so the indices seen while it ran are used) or a bridged
 pod whose phase is Running on the node's Kubernetes node, with the GPUs it really has (its own
 /dev, read once per pod). A violation is
 
