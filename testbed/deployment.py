@@ -98,6 +98,26 @@ def operator_release_exists(kubeconfig: str) -> bool:
     return result.returncode == 0
 
 
+# -- the operator's own pod (faults are injected into it) ------------------------------
+
+
+def operator_pod(kube: Kube) -> dict:
+    """The operator's live pod (not one being deleted)."""
+    pods = kube.get("pods", "-n", OPERATOR_NAMESPACE, "-l", f"app.kubernetes.io/instance={OPERATOR_RELEASE}")["items"]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    assert live, json.dumps([p["metadata"]["name"] for p in pods])
+    return live[0]
+
+
+def kill_operator(kube: Kube) -> str:
+    """The operator's pod deleted with no grace: its process SIGKILLed wherever it stood (its
+    Deployment makes a new one). Returns the killed pod's UID."""
+    pod = operator_pod(kube)
+    kube.run("delete", "pod", pod["metadata"]["name"], "-n", OPERATOR_NAMESPACE,
+             "--grace-period=0", "--force", "--wait=false")
+    return pod["metadata"]["uid"]
+
+
 # -- a SlurmCluster applied in a namespace of its own --------------------------------
 
 

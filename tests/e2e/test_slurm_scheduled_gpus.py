@@ -9,11 +9,21 @@ first on the two GPUs it has left, and the kubelet gives that pod exactly those 
 (the kubeslurm device plugin answers from Slurm's allocation); the second waits in Slurm, not in
 the kubelet, until alice's job ends, and then gets two of hers. What is checked is what a user
 sees: scontrol show job -d in the login pod, the pods' own /dev and environment, the Service.
+
+QOS preemption both ways (`scheduling.preemption: qos`, PreemptMode=REQUEUE): `scavenger` (low),
+`serving` (the bridged namespace's mapping; preempts scavenger), `urgent` (preempts both);
+alice's account may use normal, urgent and scavenger. An urgent training job preempts the
+inference placeholders: their pods are deleted, the training job starts only once they are
+gone, and the Deployment's new pods wait in Slurm; the operator is killed in the middle of it.
+The other way, an inference pod preempts alice's scavenger job, which is requeued and later
+completes. Throughout every test a sampler (testbed/double_booking.py) checks once a second
+that no GPU of the bridged node has two holders and no bridged pod runs without its job.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 import yaml
@@ -21,6 +31,7 @@ import yaml
 from kubeslurm.api.bridge import scheduler_name
 from kubeslurm.device_plugin.server import RESOURCE as BRIDGE_GPU
 from testbed import deployment
+from testbed.double_booking import DoubleBookingSampler
 from testbed.local_cluster.system_images import BUSYBOX_IMAGE
 from testbed.waiting import wait_for
 
@@ -34,9 +45,38 @@ ACCOUNT, USER = "serving", "svc-infer"
 SLURMD = "h100-0"
 GPUS = 8  # every fake GPU of a local cluster node (testbed/local_cluster/layout.py DEFAULT_GPUS)
 APP = "infer"
+# Priorities: urgent > serving > normal, scavenger. Each preempts the ones it names (requeued;
+# a placeholder, submitted --no-requeue, is ended instead and its pod deleted).
+QOS = [
+    {"name": "scavenger", "priority": 0},
+    {"name": "serving", "priority": 100, "preempt": ["scavenger"]},
+    {"name": "urgent", "priority": 1000, "preempt": ["serving", "scavenger"]},
+]
 
 
-def _inference() -> list[dict]:
+def _with_preemption(change):
+    """The demo_variant change, plus QOS preemption: the bridged namespace's placeholders in QOS
+    serving, alice's account (vision) allowed urgent and scavenger beside normal."""
+    def changed(documents: list[dict]) -> list[dict]:
+        documents = change(documents)
+        for document in documents:
+            if document["kind"] != "SlurmCluster":
+                continue
+            spec = document["spec"]
+            spec["scheduling"]["preemption"] = "qos"
+            spec["qos"] = QOS
+            for account in spec["accounts"]:
+                if account["name"] == "vision":
+                    account.update({"qos": ["normal", "urgent", "scavenger"], "defaultQOS": "normal"})
+                elif account["name"] == ACCOUNT:
+                    account.update({"qos": ["serving"], "defaultQOS": "serving"})
+            for mapping in spec["bridge"]["namespaces"]:
+                mapping["qos"] = "serving"
+        return documents
+    return changed
+
+
+def _inference(replicas: int = 2) -> list[dict]:
     """Two replicas of two GPUs each: each serves the GPUs it was given (its /dev and environment)."""
     labels = {"app": APP}
     serve = ("mkdir -p /www && { echo devices $(ls /dev | grep -E '^nvidia[0-9]+$' | tr '\\n' ' '); "
@@ -55,7 +95,7 @@ def _inference() -> list[dict]:
     }
     return [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": APP, "namespace": APPS},
-         "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
                   "template": {"metadata": {"labels": labels}, "spec": pod}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": APP, "namespace": APPS},
          "spec": {"selector": labels, "ports": [{"port": 8080, "targetPort": 8080}]}},
@@ -70,9 +110,9 @@ def login(kube, operator):
     client.run("delete", "namespace", APPS, "--ignore-not-found", "--timeout=300s")
     client.ensure_namespace(APPS, deployment.TEST_NAMESPACE_LABELS)
     try:
-        with demo_variant(client, NAMESPACE, bridged_only(
+        with demo_variant(client, NAMESPACE, _with_preemption(bridged_only(
                 "h100", "gpu", APPS, ACCOUNT, USER,
-                {"resources": {"cpu": "2", "memory": "2Gi"}, "gpus": {"count": GPUS, "type": "h100"}})) as researcher:
+                {"resources": {"cpu": "2", "memory": "2Gi"}, "gpus": {"count": GPUS, "type": "h100"}}))) as researcher:
             yield researcher
     finally:
         client.run("delete", "namespace", APPS, "--ignore-not-found", "--wait=false", check=False)
@@ -80,7 +120,65 @@ def login(kube, operator):
 
 
 def _as_admin(login, argv: list[str]) -> str:
-    return login.kube.exec(NAMESPACE, LOGIN, "login", argv).stdout
+    return login.kube.exec(NAMESPACE, LOGIN, "login", argv, timeout=60).stdout
+
+
+def _pool_empty(login) -> bool:
+    """No pod in the application namespace, and no job at all in Slurm (none COMPLETING either)."""
+    return not login.kube.get("pods", "-n", APPS)["items"] and not _as_admin(login, ["squeue", "-h", "-a", "-o", "%i %T"]).strip()
+
+
+def _empty_the_pool(login) -> None:
+    """The Deployment and Service gone, alice's jobs cancelled; the placeholders are the
+    operator's to cancel and release once their pods are gone."""
+    login.kube.run("delete", "deployment,service", "--all", "-n", APPS, "--ignore-not-found", "--wait=false")
+    _as_admin(login, ["scancel", "--user=alice"])
+    wait_for(lambda: _pool_empty(login), 240, f"no pod in {APPS} and no job in Slurm", interval=3)
+
+
+@pytest.fixture
+def double_booking(login):
+    """The sampler, once a second from before the test's set-up until after its clean-up; no
+    violation may be found. Reads as an admin does: scontrol in the login pod, the pods'
+    listing, each running pod's own /dev (once)."""
+    kube = login.kube
+
+    def pod_gpus(pod: dict) -> set[int] | None:
+        result = kube.exec(APPS, pod["metadata"]["name"], "serve", ["ls", "/dev"], check=False, timeout=30)
+        if result.returncode != 0:
+            return None
+        return {int(name.removeprefix("nvidia")) for name in result.stdout.split() if re.fullmatch(r"nvidia[0-9]+", name)}
+
+    sampler = DoubleBookingSampler(
+        read_jobs=lambda: _as_admin(login, ["scontrol", "--details", "show", "job"]),
+        read_pods=lambda: kube.get("pods", "-n", APPS)["items"],
+        read_pod_gpus=pod_gpus, slurm_node=SLURMD, kubernetes_node=login.pod(SLURMD)["spec"]["nodeName"]).start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()
+        print(f"double-booking sampler: {sampler.report()}", flush=True)
+    assert sampler.violation_count == 0, sampler.report()
+
+
+@pytest.fixture
+def idle_pool(login, double_booking):
+    """Each test starts and ends with no pod in the application namespace and no Slurm job
+    (the first test leaves its Deployment running; a failed test may leave anything)."""
+    _empty_the_pool(login)
+    yield
+    _empty_the_pool(login)
+
+
+def _never_double_booked(sampler: DoubleBookingSampler, pods: int) -> None:
+    """The sampler saw no violation, and it did look: samples all along, `pods` bridged pods
+    seen running (a pod counts from its second listing: the last one may need a sample more),
+    most reads answered."""
+    wait_for(lambda: len(sampler.pods_seen_running) >= pods, 30, f"the sampler seeing {pods} bridged pods running",
+             interval=1, details=sampler.report)
+    assert sampler.violation_count == 0, sampler.report()
+    assert sampler.samples >= 30, sampler.report()
+    assert len(sampler.failed_reads) <= sampler.samples // 10, sampler.report()
 
 
 def _gpus_of_job(login, job_id: str) -> set[int]:
@@ -116,7 +214,7 @@ def _devices(served: dict[str, str]) -> set[int]:
     return {int(name.removeprefix("nvidia")) for name in served["devices"].split()}
 
 
-def test_slurm_gives_training_and_inference_disjoint_gpus_and_the_next_replica_waits_in_slurm(login):
+def test_slurm_gives_training_and_inference_disjoint_gpus_and_the_next_replica_waits_in_slurm(login, double_booking, idle_pool):
     kube = login.kube
     slurmd_node = login.pod(SLURMD)["spec"]["nodeName"]
 
@@ -173,3 +271,131 @@ def test_slurm_gives_training_and_inference_disjoint_gpus_and_the_next_replica_w
     assert second_gpus <= alice_gpus, (second_gpus, alice_gpus)
     served = _served(login, started)
     assert _devices(served) == second_gpus and slurm_index_list(served["visible"]) == second_gpus, served
+    _never_double_booked(double_booking, pods=2)
+
+
+def _squeue(login, job_id: str, columns: str = "%T") -> str:
+    """squeue's columns of one job ('' once it left the queue)."""
+    return _as_admin(login, ["squeue", "-h", "-j", job_id, "-o", columns]).strip()
+
+
+def _runs(login, job_id: str) -> list[str]:
+    """Every run of the job in accounting (sacct -D), oldest first: its state's first word."""
+    out = _as_admin(login, ["sacct", "-D", "-X", "-n", "-P", "-j", job_id, "-o", "State"])
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _placeholders_running(login, replicas: int):
+    """The replicas, all Ready, each with its placeholder RUNNING in QOS serving: {uid: (pod, job id)}."""
+    pods = _replicas(login.kube)
+    if len(pods) != replicas or not all(_ready(p) for p in pods):
+        return None
+    found = {}
+    for pod in pods:
+        job = _placeholder(login, pod)
+        if not job or job[1] != "RUNNING" or _squeue(login, job[0], "%q") != "serving":
+            return None
+        found[pod["metadata"]["uid"]] = (pod, job[0])
+    return found
+
+
+def test_urgent_training_preempts_the_inference_whose_pods_go_first_and_come_back_to_the_queue(login, double_booking, idle_pool):
+    kube = login.kube
+    kube.apply("\n---\n".join(yaml.safe_dump(d) for d in _inference(replicas=2)))
+    serving = wait_for(lambda: _placeholders_running(login, 2), 300, "both replicas Ready on RUNNING placeholders", interval=3)
+    old_jobs = {uid: job for uid, (_pod, job) in serving.items()}
+    held = {uid: _gpus_of_job(login, job) for uid, job in old_jobs.items()}
+    assert all(len(g) == 2 for g in held.values()) and not set.intersection(*held.values()), held
+
+    # The operator dies; alice's urgent job, which needs all eight GPUs, preempts both
+    # placeholders at once. They end (--no-requeue) but stay COMPLETING: the Epilog holds their
+    # GPUs while the pods still run, and nobody is there to delete the pods yet.
+    killed = deployment.kill_operator(kube)
+    training = login.sh(f"sbatch --parsable -p gpu --qos=urgent --gres=gpu:{GPUS} --mem=256M --wrap 'sleep 900'").strip().splitlines()[-1]
+    assert _squeue(login, training, "%q") == "urgent"
+
+    # The training job starts only once both old pods are gone from the API. The job's state is
+    # read before the pods: a pod listed after the job was seen running existed while it ran.
+    seen = {"waited_beside_a_pod": False, "ran_beside": []}
+
+    def training_state_and_old_pods() -> tuple[str, set[str]]:
+        state = _squeue(login, training)
+        present = {p["metadata"]["name"] for p in kube.get("pods", "-n", APPS)["items"] if p["metadata"]["uid"] in old_jobs}
+        if state == "RUNNING" and present:
+            seen["ran_beside"].append(sorted(present))
+        if state == "PENDING" and present:
+            seen["waited_beside_a_pod"] = True
+        return state, present
+
+    def preempted():
+        training_state_and_old_pods()
+        return all(_squeue(login, job) in ("COMPLETING", "PREEMPTED", "") for job in old_jobs.values())
+    wait_for(preempted, 120, f"placeholders {sorted(old_jobs.values())} preempted", interval=1)
+
+    def operator_back():
+        training_state_and_old_pods()
+        pod = deployment.operator_pod(kube)
+        return pod if pod["metadata"]["uid"] != killed and _ready(pod) else None
+    wait_for(operator_back, 180, "a new operator pod Ready", interval=1, ignore=(AssertionError,))
+
+    def training_runs_and_old_pods_gone():
+        state, present = training_state_and_old_pods()
+        return state == "RUNNING" and not present
+    wait_for(training_runs_and_old_pods_gone, 240, f"training job {training} running, the preempted pods gone", interval=1)
+    assert seen["waited_beside_a_pod"] and not seen["ran_beside"], seen
+    assert _gpus_of_job(login, training) == set(range(GPUS))
+    for job in old_jobs.values():
+        wait_for(lambda: _runs(login, job) == ["PREEMPTED"], 60, f"placeholder {job} recorded PREEMPTED", interval=2)
+    old_names = {pod["metadata"]["name"] for pod, _job in serving.values()}
+    events = kube.get("events", "-n", APPS, "--field-selector", "reason=DeletedForSlurm")["items"]
+    assert old_names <= {e["involvedObject"]["name"] for e in events}, (
+        old_names, [(e["involvedObject"]["name"], e["message"]) for e in events])
+
+    # Back in the queue: the Deployment's new pods get new placeholders, pending behind alice's job.
+    def new_pods_waiting():
+        pods = [p for p in _replicas(kube) if p["metadata"]["uid"] not in old_jobs]
+        if len(pods) != 2 or any(p["spec"].get("nodeName") for p in pods):
+            return None
+        jobs = [_placeholder(login, p) for p in pods]
+        return jobs if all(j and j[1] == "PENDING" and j[0] not in old_jobs.values() for j in jobs) else None
+    waiting = wait_for(new_pods_waiting, 120, "two new replicas, their new placeholders pending", interval=2)
+    assert all(_squeue(login, job_id, "%q") == "serving" for job_id, _state, _reason in waiting), waiting
+
+    # alice's job ends: the new replicas run, each on the GPUs of its own job.
+    login.sh(f"scancel {training}")
+    running = wait_for(lambda: _placeholders_running(login, 2), 300, "the new replicas Ready on their placeholders", interval=3)
+    assert not set(running) & set(old_jobs)
+    for uid, (pod, job_id) in running.items():
+        served = _served(login, pod)
+        assert _devices(served) == _gpus_of_job(login, job_id) and served["job"] == job_id, (job_id, served)
+    _never_double_booked(double_booking, pods=4)
+    # and it looked while it mattered: the old pods running on their preempted, held placeholders
+    assert old_names <= double_booking.pods_seen_held_by_epilog, double_booking.report()
+
+
+def test_inference_preempts_a_scavenger_job_which_is_requeued_and_completes_later(login, double_booking, idle_pool):
+    kube = login.kube
+    # A scavenger job that checkpoints, as such jobs do: its second run only finishes up.
+    resume = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 5; else sleep 900; fi'
+    scavenger = login.sh(f"sbatch --parsable -p gpu --qos=scavenger --gres=gpu:{GPUS} --mem=256M --wrap {shlex.quote(resume)}"
+                         ).strip().splitlines()[-1]
+    wait_for(lambda: _squeue(login, scavenger) == "RUNNING", 120, f"scavenger job {scavenger} running", interval=2)
+    assert _gpus_of_job(login, scavenger) == set(range(GPUS))
+
+    # One inference replica (QOS serving, from its namespace's mapping) preempts it.
+    kube.apply("\n---\n".join(yaml.safe_dump(d) for d in _inference(replicas=1)))
+    ((pod, job_id),) = wait_for(lambda: _placeholders_running(login, 1), 300, "the replica Ready on its placeholder",
+                                interval=3).values()
+    served = _served(login, pod)
+    assert _devices(served) == _gpus_of_job(login, job_id) and len(_devices(served)) == 2, served
+    requeued = _as_admin(login, ["scontrol", "show", "job", scavenger])
+    assert re.search(r"\bJobState=PENDING\b", requeued) and re.search(r"\bRestarts=1\b", requeued), requeued
+    runs = _runs(login, scavenger)
+    assert len(runs) == 2 and runs[0] in ("PREEMPTED", "REQUEUED") and runs[1] == "PENDING", runs
+
+    # The inference scales to zero: its pod goes, its placeholder is released, and the
+    # scavenger job runs again (after Slurm's requeue delay) and completes.
+    kube.run("scale", "deployment", APP, "-n", APPS, "--replicas=0")
+    wait_for(lambda: _runs(login, scavenger)[-1:] == ["COMPLETED"], 300, f"scavenger job {scavenger} completed", interval=3)
+    assert len(_runs(login, scavenger)) == 2, _runs(login, scavenger)
+    _never_double_booked(double_booking, pods=1)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from testbed import deployment
-from testbed.deployment import ROOT
+from testbed.deployment import ROOT, operator_pod  # operator_pod: the fault tests import it from here
 from testbed.job_ledger import JobLedger
 from testbed.kubectl import Kube
 from testbed.waiting import wait_for
@@ -225,9 +225,3 @@ def local_cluster(kube):
     return LocalCluster(verbose=True)
 
 
-def operator_pod(kube: Kube) -> dict:
-    pods = kube.get("pods", "-n", deployment.OPERATOR_NAMESPACE, "-l",
-                    f"app.kubernetes.io/instance={deployment.OPERATOR_RELEASE}")["items"]
-    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-    assert live, json.dumps([p["metadata"]["name"] for p in pods])
-    return live[0]

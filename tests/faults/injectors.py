@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from testbed import deployment
-from tests.faults.conftest import CLUSTER, CONTROLLER, NAMESPACE, operator_pod
+from tests.faults.conftest import CLUSTER, CONTROLLER, NAMESPACE
 
 
 def kill_slurmd_container(bed, local_cluster, node: str) -> str:
@@ -24,10 +24,7 @@ def delete_pod(bed, name: str) -> str:
 
 def kill_operator(bed) -> str:
     """The operator's pod deleted with no grace: its process SIGKILLed wherever it stood."""
-    pod = operator_pod(bed.kube)
-    bed.kube.run("delete", "pod", pod["metadata"]["name"], "-n", deployment.OPERATOR_NAMESPACE,
-                 "--grace-period=0", "--force", "--wait=false")
-    return pod["metadata"]["uid"]
+    return deployment.kill_operator(bed.kube)
 
 
 def stop_api_server(local_cluster, seconds: float) -> str:
