@@ -173,3 +173,11 @@ def test_a_finished_member_leaves_the_others_running(pods, expected):
 def test_a_group_whose_members_all_finished_is_released_once_completing():
     pods = [member(0, node_name="node-a", finished=True), member(1, node_name="node-b", finished=True)]
     assert plan_bridge(pods, [group_job("COMPLETING")], NODES) == BridgePlan(release=[("20", ("gpu-0", "gpu-1"))])
+
+
+def test_a_plan_says_when_placeholders_hold_resources_without_changing_what_is_to_be_done():
+    held = plan_bridge([BOUND], [job("RUNNING")], NODES)
+    assert held.placeholders_held and held.empty and held == BridgePlan()
+    assert plan_bridge([pod(uid="uid-1")], [job("COMPLETING", uid="uid-9")], NODES).placeholders_held
+    assert not plan_bridge([pod(pending_message="Slurm job 7 pending: Resources")],
+                           [job("PENDING", reason="Resources")], NODES).placeholders_held

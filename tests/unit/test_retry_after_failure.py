@@ -1,4 +1,4 @@
-"""How long a SlurmCluster's loop waits after a failed reconcile (reconcile/handlers.py)."""
+"""How long a SlurmCluster's loop waits after a reconcile, failed or not (reconcile/handlers.py)."""
 
 import pytest
 
@@ -20,3 +20,18 @@ from kubeslurm.reconcile.handlers import MAX_BACKOFF_SECONDS, UNWATCHED_RETRY_SE
 ])
 def test_wait_after_failure(backoff, step, expected):
     assert wait_after_failure(backoff, step) == expected
+
+
+def test_wait_after_success():
+    from types import SimpleNamespace
+
+    from kubeslurm.reconcile.handlers import AGAIN_SOON_SECONDS, RESYNC_SECONDS, next_wait
+
+    def run(**fields):
+        return SimpleNamespace(**{"again_soon": False, "look_again_within": None, **fields})
+
+    assert next_wait(None) == RESYNC_SECONDS  # the cluster is gone: the loop ends anyway
+    assert next_wait(run()) == RESYNC_SECONDS
+    assert next_wait(run(again_soon=True, look_again_within=5.0)) == AGAIN_SOON_SECONDS
+    assert next_wait(run(look_again_within=5.0)) == 5.0  # running placeholders: a preemption is noticed soon
+    assert next_wait(run(look_again_within=RESYNC_SECONDS * 10)) == RESYNC_SECONDS

@@ -98,6 +98,9 @@ class BridgePlan:
     delete_pods: list[BridgedPod] = field(default_factory=list)
     release: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     pending: list[tuple[BridgedPod, str]] = field(default_factory=list)  # PodScheduled messages to write
+    # Some placeholder holds resources (RUNNING or COMPLETING): Slurm may end it at any moment
+    # (preemption), so its pod must be looked at again soon. Not part of what is to be done.
+    placeholders_held: bool = field(default=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -111,7 +114,7 @@ def pending_message(job: PlaceholderState) -> str:
 
 def plan_bridge(pods: list[BridgedPod], jobs: list[PlaceholderState], kubernetes_node_of: dict[str, str]) -> BridgePlan:
     """kubernetes_node_of: Slurm node name (= slurmd pod name) -> the Kubernetes node it runs on."""
-    plan = BridgePlan()
+    plan = BridgePlan(placeholders_held=any(job.state in (RUNNING_STATE, ENDING_STATE) for job in jobs))
     by_pod: dict[str, list[PlaceholderState]] = {}
     group_jobs: list[PlaceholderState] = []
     for job in sorted(jobs, key=lambda j: int(j.job_id)):

@@ -25,6 +25,8 @@ from .slurm_access import SLURMD_CONTAINER
 log = logging.getLogger(__name__)
 
 STEP = "SyncBridge"
+# How soon a preempted placeholder's pod is deleted at worst (the resync period otherwise: 30 s).
+HELD_PLACEHOLDERS_RESYNC_SECONDS = 5.0
 # Slurm node name -> runner, for the slurmd pods of one namespace
 SlurmdAccess = Callable[[str], SlurmdRunner]
 # cluster name -> the namespaces where pods asking for its scheduler were seen (handlers.Runtime)
@@ -74,6 +76,10 @@ class BridgeStep:
         if plan.submit or plan.submit_groups or plan.bind or plan.cancel or plan.release:
             # Slurm answers these within seconds (a job starts, completes) and no watch event says so.
             run.again_soon = True
+        elif plan.placeholders_held:
+            # A running placeholder may be preempted at any moment, and nothing announces it: its
+            # preemptor (and the whole node, COMPLETING) waits until a run deletes the pod.
+            run.look_again_within = HELD_PLACEHOLDERS_RESYNC_SECONDS
 
     def check_epilog(self, run: Run, on_slurmd: SlurmdRunner) -> None:
         for pod in run.slurmd_pods:

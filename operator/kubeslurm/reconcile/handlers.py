@@ -192,7 +192,7 @@ def _reconcile_until_stopped(namespace, name, stopped):
         wakeup.clear()
         try:
             run = RUNTIME.reconciler.reconcile(namespace, name)
-            wait = AGAIN_SOON_SECONDS if run is not None and run.again_soon else RESYNC_SECONDS
+            wait = next_wait(run)
             # The run holds every listing it read (1000 pods are megabytes of objects): let it go
             # before the free memory is given back, not at the next reconcile.
             del run
@@ -209,6 +209,15 @@ def _reconcile_until_stopped(namespace, name, stopped):
         while not stopped and time.monotonic() < deadline:
             if wakeup.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
                 break
+
+
+def next_wait(run) -> float:
+    """Seconds until the next reconcile of a run that succeeded (a watch event may come sooner)."""
+    if run is None:
+        return RESYNC_SECONDS
+    if run.again_soon:
+        return AGAIN_SOON_SECONDS
+    return min(RESYNC_SECONDS, run.look_again_within or RESYNC_SECONDS)
 
 
 def wait_after_failure(backoff: float, step: str | None) -> tuple[float, float]:

@@ -61,6 +61,9 @@ class Run:
     # Set when this run changed Slurm in a way the next run acts on at once (a scale-down
     # drained idle nodes: the next lowers replicas), and no watch event will say so.
     again_soon: bool = False
+    # The longest the next run may wait (None: the resync period): a step that follows something
+    # no event announces sets it (a preempted placeholder job, bridge_step).
+    look_again_within: float | None = None
     # account -> users kubeslurm has made in Slurm (status.appliedAccounts), once SyncSlurm knows
     applied_accounts: dict[str, list[str]] | None = None
     # in ldap mode: the users of spec.accounts the directory lacks, once CheckDirectoryUsers asked (directory_users)
