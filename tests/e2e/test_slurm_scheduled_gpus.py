@@ -30,6 +30,7 @@ import yaml
 
 from kubeslurm.api.bridge import scheduler_name
 from kubeslurm.device_plugin.server import RESOURCE as BRIDGE_GPU
+from kubeslurm.render.bridge.bridged_nodes import BRIDGE_NODE_KEY
 from testbed import deployment
 from testbed.double_booking import DoubleBookingSampler
 from testbed.local_cluster.system_images import BUSYBOX_IMAGE
@@ -399,3 +400,46 @@ def test_inference_preempts_a_scavenger_job_which_is_requeued_and_completes_late
     wait_for(lambda: _runs(login, scavenger)[-1:] == ["COMPLETED"], 300, f"scavenger job {scavenger} completed", interval=3)
     assert len(_runs(login, scavenger)) == 2, _runs(login, scavenger)
     _never_double_booked(double_booking, pods=1)
+
+
+def _outsider(name: str, node: str, gpu_resource: str) -> dict:
+    """A pod of the default scheduler, in the bridged namespace, that tolerates the bridge's taint
+    and asks the bridged node for a GPU outside Slurm: what a team might try to skip the queue."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": APPS},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "restartPolicy": "Never",
+                     "terminationGracePeriodSeconds": 1,
+                     "tolerations": [{"key": BRIDGE_NODE_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "sleep", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                                     "command": ["sleep", "3600"],
+                                     "resources": {"requests": {"cpu": "10m", "memory": "8Mi"},
+                                                   "limits": {"memory": "8Mi", gpu_resource: "1"}}}]}}
+
+
+def test_a_pod_asking_for_gpus_outside_slurm_gets_none_of_the_bridged_ones(login, double_booking, idle_pool):
+    """nvidia.com/gpu on the bridged node: the slurmd pod holds every one, so kube-scheduler finds
+    none. kubeslurm.io/gpu without Slurm: kube-scheduler may bind it, but the kubeslurm device
+    plugin refuses a pod Slurm did not place, so the kubelet fails it before it starts."""
+    kube = login.kube
+    node = login.pod(SLURMD)["spec"]["nodeName"]
+    kube.apply("\n---\n".join(yaml.safe_dump(_outsider(name, node, resource)) for name, resource in
+                              (("nvidia-outsider", "nvidia.com/gpu"), ("bridge-outsider", BRIDGE_GPU))))
+    try:
+        def unschedulable():
+            pod = kube.get("pod", "nvidia-outsider", "-n", APPS)
+            condition = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
+            return condition if condition.get("status") == "False" and "Insufficient nvidia.com/gpu" in condition.get(
+                "message", "") else None
+        wait_for(unschedulable, 60, "the nvidia.com/gpu pod unschedulable for want of GPUs", interval=2)
+
+        def refused():
+            pod = kube.get("pod", "bridge-outsider", "-n", APPS)
+            return pod if pod["status"].get("phase") == "Failed" else None
+        failed = wait_for(refused, 120, "the kubeslurm.io/gpu pod refused at admission", interval=2)
+        assert failed["status"].get("reason") == "UnexpectedAdmissionError", failed["status"]
+        # The plugin's reason, through the kubelet: no pod Slurm placed is waiting for GPUs there.
+        assert "kubeslurm.io/gpu is given only to pods Slurm placed" in failed["status"].get("message", ""), failed["status"]
+        assert not failed["status"].get("containerStatuses") or not any(
+            "running" in (c.get("state") or {}) for c in failed["status"]["containerStatuses"]), failed["status"]
+    finally:
+        kube.run("delete", "pod", "nvidia-outsider", "bridge-outsider", "-n", APPS, "--ignore-not-found", "--wait=false",
+                 check=False)
