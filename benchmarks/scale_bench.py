@@ -228,20 +228,20 @@ class Bench:
         family = sample.removesuffix("_total").removesuffix("_count").removesuffix("_sum")
         return sum(s.value for s in scraped.get(family, []) if s.name == sample and labels.items() <= s.labels.items())
 
+    def by_label(self, scraped: dict, histogram: str, part: str, label: str) -> dict[str, float]:
+        """label value -> the histogram's `part` (_count or _sum) for this cluster, summed over its other labels."""
+        totals: dict[str, float] = {}
+        for s in scraped.get(histogram, []):
+            if s.name.endswith(part) and s.labels.get("cluster") == CLUSTER:
+                totals[s.labels[label]] = totals.get(s.labels[label], 0) + s.value
+        return totals
+
     def slurm_commands(self, scraped: dict) -> dict[str, float]:
-        counts: dict[str, float] = {}
-        for s in scraped.get("kubeslurm_slurm_command_duration_seconds", []):
-            if s.name.endswith("_count") and s.labels.get("cluster") == CLUSTER:
-                counts[s.labels["command"]] = counts.get(s.labels["command"], 0) + s.value
-        return counts
+        return self.by_label(scraped, "kubeslurm_slurm_command_duration_seconds", "_count", "command")
 
     def step_seconds(self, scraped: dict) -> dict[str, float]:
         """Step -> seconds spent in it so far (the operator's step histogram): where a reconcile's time goes."""
-        sums: dict[str, float] = {}
-        for s in scraped.get("kubeslurm_reconcile_step_duration_seconds", []):
-            if s.name.endswith("_sum") and s.labels.get("cluster") == CLUSTER:
-                sums[s.labels["step"]] = sums.get(s.labels["step"], 0) + s.value
-        return sums
+        return self.by_label(scraped, "kubeslurm_reconcile_step_duration_seconds", "_sum", "step")
 
     # ---- measurements ---------------------------------------------------------
     def wait_quiet(self) -> None:
