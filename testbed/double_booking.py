@@ -160,11 +160,16 @@ class DoubleBookingSampler:
     _previously_running: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _started_at: float | None = None
 
     def start(self) -> "DoubleBookingSampler":
+        self._started_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="double-booking-sampler", daemon=True)
         self._thread.start()
         return self
+
+    def seconds_running(self) -> float:
+        return 0.0 if self._started_at is None else time.monotonic() - self._started_at
 
     def stop(self) -> None:
         self._stop.set()

@@ -172,13 +172,15 @@ def idle_pool(login, double_booking):
 
 
 def _never_double_booked(sampler: DoubleBookingSampler, pods: int) -> None:
-    """The sampler saw no violation, and it did look: samples all along, `pods` bridged pods
+    """The sampler saw no violation, and it did look: samples all along (one every 3 s at least), `pods` bridged pods
     seen running (a pod counts from its second listing: the last one may need a sample more),
     most reads answered."""
     wait_for(lambda: len(sampler.pods_seen_running) >= pods, 30, f"the sampler seeing {pods} bridged pods running",
              interval=1, details=sampler.report)
     assert sampler.violation_count == 0, sampler.report()
-    assert sampler.samples >= 30, sampler.report()
+    # Once a second, each sample a few reads through the API server: on this 2-core machine a
+    # sample may take a couple of seconds, never three on average.
+    assert sampler.samples >= max(10, sampler.seconds_running() / 3), (sampler.seconds_running(), sampler.report())
     assert len(sampler.failed_reads) <= sampler.samples // 10, sampler.report()
 
 
