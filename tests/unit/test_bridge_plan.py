@@ -143,6 +143,12 @@ GROUP_CASES = [
     ("an orphan group job (no member left) waiting: cancelled", [], [group_job("PENDING")], BridgePlan(cancel=["20"])),
     ("a group job on fewer nodes than members: cancelled", list(GROUP), [group_job("RUNNING", nodes=("gpu-0",))],
      BridgePlan(cancel=["20"])),
+    ("every member finished, the job ended: nothing more (not a new job for no one)",
+     [member(0, node_name="node-a", finished=True), member(1, node_name="node-b", finished=True)],
+     [group_job("CANCELLED")], BridgePlan()),
+    ("every member finished, the job forgotten by squeue: nothing", [member(0, node_name="node-a", finished=True),
+                                                                      member(1, node_name="node-b", finished=True)],
+     [], BridgePlan()),
     ("a lone pod and a group side by side", [POD, *GROUP], [],
      BridgePlan(submit=[POD], submit_groups=[PodGroup("inference", "train", GROUP)])),
 ]

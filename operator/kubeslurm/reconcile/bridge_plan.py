@@ -220,6 +220,8 @@ def _plan_group(plan: BridgePlan, group: PodGroup, group_jobs: list[PlaceholderS
         if pod.node_name is not None and not pod.deleting and not pod.finished and pod not in plan.delete_pods:
             plan.delete_pods.append(pod)
     waiting = [pod for pod in group.members if not pod.deleting and not pod.finished]
+    if not waiting:
+        return  # every member finished or is going (a Job's workers done): nothing to ask for
     message = group_problem(group, waiting)
     if message is None and len(waiting) == len(unbound):
         plan.submit_groups.append(PodGroup(group.namespace, group.name, tuple(waiting)))
