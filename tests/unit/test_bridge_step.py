@@ -130,6 +130,7 @@ def test_a_pod_asking_for_the_cluster_from_a_namespace_without_a_mapping_is_told
     assert plan.delete_pods == []
     # the mapped namespace's pod is asked for as ever; nothing for team-x's
     assert [pod.name for pod in plan.submit] == ["server-0"] and len(submitted) == 1, submitted
+    assert plan.submitted == 1  # sbatch took it: the next run comes within a second
     assert "--job-name=kubeslurm-pod:inference/server-0" in " ".join(submitted[0])
 
     kube = PodsOnly([asking_pod("team-x", "web-0", message=message)])
@@ -146,3 +147,18 @@ def test_the_operator_remembers_where_pods_asked_for_a_cluster():
     runtime.saw_bridged_pod("research", "team-x")
     runtime.saw_bridged_pod("other", "team-y")
     assert runtime.namespaces_asking("research") == {"team-x"}
+
+
+def test_a_pod_sbatch_refuses_is_asked_again_at_the_next_resync_not_within_a_second():
+    from kubeslurm.reconcile.bridge_sync import BridgeAccess, sync_bridge
+
+    def refusing(argv, timeout=60):
+        if "sbatch" in argv:
+            return subprocess.CompletedProcess(argv, 1, "", "sbatch: error: Requested node configuration is not available")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    kube = PodsOnly([asking_pod("inference", "server-0")])
+    plan = sync_bridge(parse_object(bridged()), [], BridgeAccess(kube, SlurmControl(refusing), on_slurmd=None),
+                       asking={"inference"})
+    assert [pod.name for pod in plan.submit] == ["server-0"] and plan.submitted == 0
+    assert kube.patched and "Requested node configuration is not available" in kube.patched[0][2]

@@ -101,6 +101,9 @@ class BridgePlan:
     # Some placeholder holds resources (RUNNING or COMPLETING): Slurm may end it at any moment
     # (preemption), so its pod must be looked at again soon. Not part of what is to be done.
     placeholders_held: bool = field(default=False, compare=False)
+    # Jobs sbatch accepted when the plan was carried out (bridge_sync): a refused pod is asked
+    # again at the next run, not within a second. Not part of what is to be done.
+    submitted: int = field(default=0, compare=False)
 
     @property
     def empty(self) -> bool:

@@ -73,7 +73,7 @@ class BridgeStep:
             plan = sync_bridge(cluster, run.slurmd_pods, access, asking, bridged_nodes_only(run.models))
         except BridgeSyncFailed as error:
             raise StepFailed(STEP, "BridgeSyncFailed", str(error)) from None
-        if plan.submit or plan.submit_groups or plan.bind or plan.cancel or plan.release:
+        if plan.submitted or plan.bind or plan.cancel or plan.release:
             # Slurm answers these within seconds (a job starts, completes) and no watch event says so.
             run.again_soon = True
         elif plan.placeholders_held:

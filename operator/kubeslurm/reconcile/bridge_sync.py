@@ -104,12 +104,17 @@ def sync_bridge(cluster: SlurmCluster, slurmd_pods: list[dict], access: BridgeAc
         attempt(f"delete pod {pod.namespace}/{pod.name}", lambda: _delete(access, raw[pod.uid]))
     attempt("prune the placement record", lambda: record.keep_only(set(raw)))
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    def submit(what: str, action: Callable[[], bool]) -> None:
+        def counted() -> None:
+            plan.submitted += action()
+        attempt(what, counted)
+
     for pod in plan.submit:
-        attempt(f"submit for pod {pod.namespace}/{pod.name}",
-                lambda: _submit(access, pod, raw[pod.uid], mappings[pod.namespace], now, bridged_nodes_only))
+        submit(f"submit for pod {pod.namespace}/{pod.name}",
+               lambda: _submit(access, pod, raw[pod.uid], mappings[pod.namespace], now, bridged_nodes_only))
     for group in plan.submit_groups:
-        attempt(f"submit for pod group {group.namespace}/{group.name}",
-                lambda: _submit_group(access, group, raw, mappings[group.namespace], now, bridged_nodes_only))
+        submit(f"submit for pod group {group.namespace}/{group.name}",
+               lambda: _submit_group(access, group, raw, mappings[group.namespace], now, bridged_nodes_only))
     for placement in plan.bind:
         attempt(f"bind pod {placement.pod.namespace}/{placement.pod.name}",
                 lambda: _hold_and_bind(access, placement, raw[placement.pod.uid], record))
@@ -144,7 +149,8 @@ def refused_message(error: SlurmCommandError) -> str:
 
 
 def _submit(access: BridgeAccess, pod: BridgedPod, raw_pod: dict, mapping, now: str,
-            bridged_nodes_only: bool = False) -> None:
+            bridged_nodes_only: bool = False) -> bool:
+    """Whether a job was submitted (sbatch may refuse the pod: said on the pod)."""
     request = placeholder_request(raw_pod, mapping, bridged_nodes_only)
     try:
         job_id = access.slurm.submit_placeholder(request)
@@ -157,10 +163,11 @@ def _submit(access: BridgeAccess, pod: BridgedPod, raw_pod: dict, mapping, now: 
             meta = raw_pod["metadata"]
             access.kube.patch_pod_status(meta["namespace"], meta["name"], pending_condition_patch(message, now))
             access.tell(raw_pod, "SlurmRefused", message, warning=True)
-        return
+        return False
     access.tell(raw_pod, "SlurmJobSubmitted",
                 f"Slurm job {job_id} asks for {request.cpus} CPUs, {request.memory_mib} MiB and {request.gpus} GPUs "
                 f"as {request.user}, account {request.account}")
+    return True
 
 
 def group_request(group: PodGroup, raw: dict[str, dict], mapping, bridged_nodes_only: bool = False) -> PlaceholderRequest:
@@ -176,7 +183,7 @@ def group_request(group: PodGroup, raw: dict[str, dict], mapping, bridged_nodes_
 
 
 def _submit_group(access: BridgeAccess, group: PodGroup, raw: dict[str, dict], mapping, now: str,
-                  bridged_nodes_only: bool = False) -> None:
+                  bridged_nodes_only: bool = False) -> bool:
     members = [raw[pod.uid] for pod in group.members]
     try:
         request = group_request(group, raw, mapping, bridged_nodes_only)
@@ -188,11 +195,12 @@ def _submit_group(access: BridgeAccess, group: PodGroup, raw: dict[str, dict], m
                 meta = raw_pod["metadata"]
                 access.kube.patch_pod_status(meta["namespace"], meta["name"], pending_condition_patch(message, now))
                 access.tell(raw_pod, "SlurmRefused", message, warning=True)
-        return
+        return False
     for raw_pod in members:
         access.tell(raw_pod, "SlurmJobSubmitted",
                     f"Slurm job {job_id} for pod group {group.name} asks for {len(members)} nodes with {request.cpus} CPUs, "
                     f"{request.memory_mib} MiB and {request.gpus} GPUs each, as {request.user}, account {request.account}")
+    return True
 
 
 def _delete(access: BridgeAccess, raw_pod: dict) -> None:
