@@ -105,3 +105,16 @@ def test_sacctmgr_reports_a_real_failure():
         return subprocess.CompletedProcess(argv, 1, "", "sacctmgr: error: Problem talking to the database: Connection refused\n")
     with pytest.raises(SlurmCommandError, match="connection refused"):
         SlurmControl(run).sacctmgr([["add", "account", "vision", "Cluster=research"]])
+
+
+def test_resuming_a_node_slurm_returned_to_service_meanwhile_is_not_a_failure():
+    """slurmctld's ReturnToService can resume a node between the reconcile's read and its
+    RESUME (seen in the real-Slurm tier): scontrol then refuses, and that is the wanted state."""
+    def run(argv, timeout=60):
+        return subprocess.CompletedProcess(argv, 1, "", "slurm_update error: Invalid node state specified\n")
+    SlurmControl(run).resume(["cpu-0"])
+
+    def broken(argv, timeout=60):
+        return subprocess.CompletedProcess(argv, 1, "", "slurm_update error: Unable to contact slurm controller\n")
+    with pytest.raises(SlurmCommandError, match="Unable to contact"):
+        SlurmControl(broken).resume(["cpu-0"])

@@ -24,6 +24,8 @@ from .slurm_hostlist import compress, expand
 from .state_volume import VolumeUsage, df_argv, parse_df
 
 OPERATOR_REASON_PREFIX = "kubeslurm:"
+# scontrol's answer to State=RESUME for a node that is neither DOWN nor DRAINED (in service already).
+RESUMED_ALREADY = "Invalid node state specified"
 # Job states that still hold a node's resources (squeue --states).
 HOLDING_STATES = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED,STAGE_OUT"
 # What sacctmgr 24.11 says (exit code 1) when a command finds its work already done:
@@ -234,8 +236,16 @@ class SlurmControl:
             self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=DRAIN", f"Reason={reason}"])
 
     def resume(self, node_names: list[str]) -> None:
-        if node_names:
+        """Back in service. A node that is no longer DOWN or DRAINED by then (slurmctld's own
+        ReturnToService, or an admin, got there between our read and this call) makes scontrol
+        refuse: that is the wanted state already, and the next reconcile reads the nodes again."""
+        if not node_names:
+            return
+        try:
             self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=RESUME"])
+        except SlurmCommandError as error:
+            if RESUMED_ALREADY not in str(error):
+                raise
 
     def delete_nodes(self, node_names: list[str]) -> None:
         """Delete the node records; one that is gone already counts as deleted. slurmctld
