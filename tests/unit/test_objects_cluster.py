@@ -8,6 +8,7 @@ import pytest
 from kubeslurm import ownership
 from kubeslurm.api import load_documents
 from kubeslurm.render.cluster_objects import cluster_objects, desired_objects, node_set_objects
+from kubeslurm.render.conf_server import once_slurmctld_listens
 from kubeslurm.render.k8s import labels, naming
 from kubeslurm.render.k8s.config_hash import CONFIG_HASH_ANNOTATION, config_hash_key
 from kubeslurm.render.k8s.metadata import owner_reference
@@ -286,8 +287,10 @@ def test_login_replicas_and_sackd(replicas):
     login = find(everything(set_path(CLUSTER, "spec.login.replicas", replicas)), "StatefulSet", "research-login")
     assert login["spec"]["replicas"] == replicas
     container = next(c for c in login["spec"]["template"]["spec"]["containers"] if c["name"] == "sackd")
-    # Absolute path and -D: sackd re-executes argv[0] in place on `scontrol reconfigure`.
-    assert container["command"] == ["/usr/sbin/sackd", "-D", "--conf-server", "research-slurmctld-0:6817"]
+    # Absolute path and -D: sackd re-executes argv[0] in place on `scontrol reconfigure`;
+    # started once slurmctld listens (test_conf_server.py runs that command).
+    assert container["command"] == once_slurmctld_listens("/usr/sbin/sackd", ["-D", "--conf-server", "research-slurmctld-0:6817"])
+    assert container["command"][-4:] == ["/usr/sbin/sackd", "-D", "--conf-server", "research-slurmctld-0:6817"]
     assert "env" not in container
 
 

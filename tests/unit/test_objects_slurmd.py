@@ -14,7 +14,8 @@ from kubeslurm.render.k8s import labels
 from kubeslurm.render.k8s.naming import SLURMCTLD_PORT
 from kubeslurm.render.k8s.pod_template_merge import merge_pod_template
 from kubeslurm.render.slurm_pod import SLURM_RUN
-from kubeslurm.render.slurmd.statefulset import CONTROLLER_WAIT_SECONDS, RESTART_MARKER, SLURMD_START
+from kubeslurm.render.conf_server import CONTROLLER_WAIT_SECONDS
+from kubeslurm.render.slurmd.statefulset import RESTART_MARKER, SLURMD_START
 
 from .late_listener import listening_after
 from .manifests import contract_documents, load_with_uids, set_path

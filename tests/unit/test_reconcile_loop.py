@@ -4,6 +4,8 @@ import gc
 import threading
 import weakref
 
+import pytest
+
 from kubeslurm.reconcile import handlers
 from kubeslurm.reconcile.run_state import Run
 
@@ -39,3 +41,58 @@ def test_the_run_and_its_listings_are_let_go_before_free_memory_is_returned(monk
     monkeypatch.setattr(handlers, "return_free_memory", trim)
     handlers._reconcile_until_stopped("hpc", "research", Stopped())
     assert alive_at_trim == [[False]]
+
+
+class Clock:
+    """time.monotonic and time.sleep of the loop: sleeping moves the clock, nothing waits."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class BusyReconciles:
+    """Each reconcile takes `took` seconds of the clock, and a watch event comes during each
+    (the wake-up flag is set again): a burst of pod events that never ends."""
+
+    def __init__(self, clock: Clock, took: float, stopped: threading.Event, count: int):
+        self.clock, self.took, self.stopped, self.count, self.starts = clock, took, stopped, count, []
+
+    def reconcile(self, namespace, name):
+        self.starts.append(self.clock.now)
+        self.clock.now += self.took
+        handlers.RUNTIME.nudge(namespace, name)
+        if len(self.starts) == self.count:
+            self.stopped.set()
+        return Run(raw={"metadata": {"name": name, "namespace": namespace}})
+
+
+@pytest.mark.parametrize("took,gap", [
+    (0.05, 0.1),  # a small cluster: the next reconcile 50 ms after the last ended
+    (2.0, 4.0),  # 1000 pods on a slow machine: half the time reconciling, half resting
+    (8.0, 8.0 + handlers.MAX_REST_SECONDS),  # the rest is bounded
+])
+def test_a_burst_of_events_waits_as_long_as_the_last_reconcile_took(monkeypatch, took, gap):
+    clock, stopped = Clock(), threading.Event()
+    reconciler = BusyReconciles(clock, took, stopped, count=4)
+
+    class Stopped:
+        def __bool__(self):
+            return stopped.is_set()
+
+    monkeypatch.setattr(handlers, "time", clock)
+    monkeypatch.setattr(handlers.RUNTIME, "reconciler", reconciler)
+    monkeypatch.setattr(handlers, "return_free_memory", lambda: None)
+    handlers._reconcile_until_stopped("hpc", "burst", Stopped())
+    gaps = [later - earlier for earlier, later in zip(reconciler.starts, reconciler.starts[1:])]
+    assert gaps == pytest.approx([gap] * 3)
+
+
+@pytest.mark.parametrize("took,rest", [(0.0, 0.0), (-1.0, 0.0), (0.2, 0.2), (3.0, 3.0), (60.0, handlers.MAX_REST_SECONDS)])
+def test_rest_after(took, rest):
+    assert handlers.rest_after(took) == rest

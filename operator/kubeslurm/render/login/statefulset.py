@@ -15,7 +15,8 @@ Pod layout: the daemon that holds the key and where researchers' sessions run ar
   generated once by the operator, so every login pod presents the same one; the users'
   public keys come from the Secret spec.login.ssh.authorizedKeysSecret (one key per user),
   which the kubelet keeps current: a key added there works within a minute, no restart.
-- `sackd`, as SlurmUser, `/usr/sbin/sackd -D --conf-server <slurmctld...>`: fetches slurm.conf from slurmctld into
+- `sackd`, as SlurmUser, `/usr/sbin/sackd -D --conf-server <slurmctld...>`, started once slurmctld
+  listens (render/conf_server.py): fetches slurm.conf from slurmctld into
   /run/slurm/conf (configless; no ConfigMap mount), where the client commands find
   it, and serves auth/slurm credentials to them over /run/slurm/sack.socket. It is
   told of new configs by slurmctld after `scontrol reconfigure`, so a config change
@@ -32,6 +33,7 @@ Pod layout: the daemon that holds the key and where researchers' sessions run ar
 
 from kubeslurm.api import SlurmCluster
 from kubeslurm.render import slurm_pod
+from kubeslurm.render.conf_server import once_slurmctld_listens
 from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.secrets import SSH_HOST_KEY_FILE
 from kubeslurm.render.k8s.statefulset import stateful_set
@@ -136,7 +138,8 @@ def login_stateful_set(cluster: SlurmCluster, *, users: slurm_pod.UnixUsers, sss
     sackd = {
         "name": SACKD_CONTAINER,
         **slurm_pod.image_fields(cluster),
-        "command": [SACKD, "-D", "--conf-server", naming.conf_server(name, cluster.spec.controller.backup)],
+        # once slurmctld listens: a first fetch before that makes sackd wait 10 s (conf_server.py)
+        "command": once_slurmctld_listens(SACKD, ["-D", "--conf-server", naming.conf_server(name, cluster.spec.controller.backup)]),
         "ports": [{"name": "sackd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         # sackd opens its reconfigure port (SlurmdPort) only after it fetched the
         # configs and loaded the key, i.e. once sbatch and squeue work here.

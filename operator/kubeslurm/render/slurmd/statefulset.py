@@ -27,6 +27,7 @@ from copy import deepcopy
 from kubeslurm.api import NodeSet, SlurmCluster
 from kubeslurm.api.node_health import SITE_CHECK_DIR, SITE_CHECK_FILE
 from kubeslurm.render import slurm_pod
+from kubeslurm.render.conf_server import WAIT_FOR_CONTROLLER
 from kubeslurm.render.bridge.bridged_nodes import bridged_slurmd_requests, place_on_bridged_nodes
 from kubeslurm.render.k8s import labels, naming, pods
 from kubeslurm.render.k8s.secrets import AUTH_KEY_FILE
@@ -77,23 +78,6 @@ LOST_REASON = "slurmd pod lost"
 # outlives a container and not the pod: its presence means an earlier slurmd ran in this pod.
 RESTART_MARKER = f"{slurm_pod.SLURM_RUN}/kubeslurm-slurmd-ran"
 RESTART_REASON = f"kubeslurm: {LOST_REASON}: slurmd restarted in pod $POD_NAME, its job steps died with it"
-# slurmd's first configless fetch fails when slurmctld does not listen yet (it starts
-# together with the slurmd pods), and slurmd then waits a fixed 10 s before it asks again:
-# most of the time from `kubectl apply` to idle nodes. So the container first waits until one
-# of the --conf-server addresses among its arguments accepts a TCP connection (slurmctld listens
-# once it has loaded its state and serves configs), polling every 0.2 s, for at most
-# CONTROLLER_WAIT_SECONDS; slurmd's own retries take over after that.
-CONTROLLER_WAIT_SECONDS = 300
-WAIT_FOR_CONTROLLER = (
-    'servers=; previous=; for arg in "$@"; do [ "$previous" = --conf-server ] && servers=$arg; previous=$arg; done; '
-    'listening() { for server in $(echo "$servers" | tr , " "); do '
-    f'case $server in *:*) port=${{server##*:}};; *) port={naming.SLURMCTLD_PORT};; esac; '
-    """timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "${server%:*}" "$port" 2>/dev/null && return 0; """
-    'done; return 1; }; '
-    f'tries=0; until listening || [ $tries -ge {CONTROLLER_WAIT_SECONDS * 5} ]; do '
-    'if [ $((tries % 150)) -eq 0 ]; then echo "kubeslurm: waiting for slurmctld at $servers to listen" >&2; fi; '
-    'sleep 0.2; tries=$((tries + 1)); done'
-)
 # With auth/slurm a client command gets its credential from the sack socket of the pod's
 # slurmd (/run/slurm/sack.socket), which died with it. So the rerun container first starts
 # sackd, the daemon that serves that socket on login nodes, on the configuration the old
@@ -104,6 +88,8 @@ CREDENTIALS_WHILE_SLURMD_IS_DOWN = (
     f'rm -f {SACK_SOCKET}; SLURM_SACK_KEY={slurm_pod.SLURM_ETC}/{AUTH_KEY_FILE} sackd -D -f {slurm_pod.SLURM_RUN}/conf/slurm.conf & sack=$!; '
     f'tries=0; until [ -S {SACK_SOCKET} ] || [ $tries -ge 50 ]; do sleep 0.1; tries=$((tries + 1)); done'
 )
+# WAIT_FOR_CONTROLLER (render/conf_server.py): slurmd's first configless fetch would fail
+# while slurmctld does not listen yet, and slurmd would then wait 10 s before it asks again.
 SLURMD_START = (
     f'{WAIT_FOR_CONTROLLER}; '
     f'if [ -e {RESTART_MARKER} ]; then {CREDENTIALS_WHILE_SLURMD_IS_DOWN}; '
