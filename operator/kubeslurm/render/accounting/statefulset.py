@@ -5,7 +5,8 @@ Pod layout:
   refuses a config others can read) from its Secret and the key into /etc/slurm.
   It then waits until the database host resolves and accepts TCP connections, so
   slurmdbd's first connection finds an initialised server: the internal database's
-  headless Service resolves only once MariaDB is Ready.
+  address (render/database/services.py) takes connections once MariaDB listens on TCP,
+  which it does only after its first initialisation.
 - `slurmdbd -D`: foreground; it drops from root to SlurmUser itself. A startup probe
   restarts it when it has not listened within STARTUP_SECONDS: seen in `make demo`, the
   very first slurmdbd on a fresh database sometimes never listens (it has created the
