@@ -36,6 +36,7 @@ while it runs on a shared machine (`make bench` does).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
 import os
@@ -359,6 +360,35 @@ class Bench:
         say(f"{what}: {elapsed:.1f} s")
         return elapsed
 
+    def timed_operator(self, what: str, action, done) -> tuple[float, dict]:
+        """timed(), and where the operator's share went: when it first and last changed a
+        StatefulSet, when it wrote last (its NodeSets' status), in seconds after the action
+        began (the API server's audit log), and how long its reconciles ran meanwhile."""
+        ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
+        mark, before = self.cp.audit_mark(), self.scrape()
+        began = dt.datetime.now(dt.timezone.utc)
+        elapsed = self.timed(what, action, done)
+        time.sleep(1)  # the audit log is written right after the answer
+        after = self.scrape()
+        writes = self.cp.audit_writes(since=mark, user=OPERATOR_USER)
+
+        def at(event: dict) -> float:
+            return (dt.datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")) - began).total_seconds()
+
+        to_statefulsets = [at(w) for w in writes if (w.get("objectRef") or {}).get("resource") == "statefulsets"]
+        timeline = {
+            "reconciles": self.metric(after, "kubeslurm_reconcile_duration_seconds_count", **ours)
+            - self.metric(before, "kubeslurm_reconcile_duration_seconds_count", **ours),
+            "reconcile_seconds": self.metric(after, "kubeslurm_reconcile_duration_seconds_sum", **ours)
+            - self.metric(before, "kubeslurm_reconcile_duration_seconds_sum", **ours),
+            "first_statefulset_write_s": min(to_statefulsets, default=None),
+            "last_statefulset_write_s": max(to_statefulsets, default=None),
+            "last_write_s": max((at(w) for w in writes), default=None),
+            "writes": len(writes),
+        }
+        say(f"{what}, the operator's share: {json.dumps(timeline)}")
+        return elapsed, timeline
+
     def run(self) -> dict:
         r = self.results
         self.start()
@@ -389,7 +419,7 @@ class Bench:
 
         self.register(self.replicas)
         say(f"slurmctld holds {self.slurm_node_count()} node records")
-        r["up_s"] = self.timed(
+        r["up_s"], r["up_operator"] = self.timed_operator(
             f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready",
             lambda: self.scale_node_sets(self.replicas), lambda: self.node_sets_ready(self.nodes))
 
@@ -416,20 +446,27 @@ class Bench:
                                             timeout=60).stdout.strip(), WAIT_SECONDS, "the burst cancelled", interval=2)
 
         before = self.slurm_commands(self.scrape())
-        ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
-        reconciles_before = self.metric(self.scrape(), "kubeslurm_reconcile_duration_seconds_count", **ours)
-        r["down_s"] = self.timed(
+        r["down_s"], r["down_operator"] = self.timed_operator(
             f"kubectl scale nodeset {self.nodes} -> 0: drained, pods gone, node records deleted",
             lambda: self.scale_node_sets({name: 0 for name in self.replicas}),
             lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0)
-        scraped = self.scrape()
-        after = self.slurm_commands(scraped)
-        r["down_reconciles"] = self.metric(scraped, "kubeslurm_reconcile_duration_seconds_count", **ours) - reconciles_before
+        after = self.slurm_commands(self.scrape())
+        r["down_reconciles"] = r["down_operator"]["reconciles"]
         r["down_commands"] = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0)}
         say(f"scale-down: {r['down_reconciles']:.0f} reconciles, Slurm commands {r['down_commands']}")
         self.end_memory_phase("scale-down")
         say(f"operator memory peak by phase (MiB): {r['memory_peaks']}")
         return r
+
+
+def operator_share(what: str, timeline: dict) -> Figure:
+    """A row under a scale figure: when the operator acted, after `kubectl scale` (timed_operator)."""
+    def at(key: str) -> str:
+        return "-" if timeline[key] is None else f"+{timeline[key]:.1f} s"
+    return Figure(f"  of which: the operator in that {what}", "-",
+                  f"StatefulSets written {at('first_statefulset_write_s')} (last {at('last_statefulset_write_s')}), "
+                  f"last write {at('last_write_s')}",
+                  f"{timeline['reconciles']:.0f} reconciles, {timeline['reconcile_seconds']:.1f} s in all")
 
 
 def figures(r: dict) -> list[Figure]:
@@ -471,8 +508,10 @@ def figures(r: dict) -> list[Figure]:
                met=peak <= MEMORY_TARGET_MIB if n <= 1000 else None),
         Figure(f"scale-up 0 -> {n} (kwok), NodeSets Ready", f"<= {SCALE_RATIO_TARGET}x", f"{r['up_s']:.1f} s",
                f"bare StatefulSets, same pods: {r['bare_up_s']:.1f} s", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),
+        operator_share("scale-up", r["up_operator"]),
         Figure(f"scale-down {n} -> 0: drained, pods gone, records deleted", f"<= {SCALE_RATIO_TARGET}x", f"{r['down_s']:.1f} s",
                f"bare StatefulSets, same pods: {r['bare_down_s']:.1f} s", f"{down:.2f}x", down <= SCALE_RATIO_TARGET),
+        operator_share("scale-down", r["down_operator"]),
         Figure("scontrol update/delete in that scale-down", "batched, not one per node",
                f"{batched:.0f} in {r['down_reconciles']:.0f} reconciles", f"{n} nodes", met=batched < n / 10),
     ]
