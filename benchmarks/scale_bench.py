@@ -306,6 +306,11 @@ class Bench:
         then resets the kernel's peak counter (clear_refs 5), so each phase's peak is its own."""
         self.results.setdefault("memory_peaks", {})[phase] = self.operator_memory()["peak_mib"]
         Path(f"/proc/{self.operator.popen.pid}/clear_refs").write_text("5")
+        profile = os.environ.get("KUBESLURM_BENCH_PROFILE")
+        if profile:  # the reconciles of this phase, profiled (scale_operator.ReconcileProfile)
+            Path(f"{profile}.phase").write_text(phase)
+            os.kill(self.operator.popen.pid, signal.SIGUSR2)
+            time.sleep(1)  # it has dumped before the next phase's reconciles
 
     def bare_statefulsets(self) -> list[str]:
         """A StatefulSet per NodeSet with the operator's pod template, under labels the operator does not watch."""
@@ -429,11 +434,7 @@ class Bench:
             lambda: self.scale_node_sets(self.replicas), lambda: self.node_sets_ready(self.nodes))
 
         self.end_memory_phase("scale-up")
-        if os.environ.get("KUBESLURM_BENCH_PROFILE"):  # what follows is the no-op reconciles only
-            os.kill(self.operator.popen.pid, signal.SIGUSR2)
         r["idle_n"] = self.no_op_reconcile(self.nodes)
-        if os.environ.get("KUBESLURM_BENCH_PROFILE"):
-            os.kill(self.operator.popen.pid, signal.SIGUSR2)
         r["memory"] = self.operator_memory()
         self.end_memory_phase(f"no-op reconciles at {self.nodes} pods")
         if os.environ.get("KUBESLURM_BENCH_TRACEMALLOC"):

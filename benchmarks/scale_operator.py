@@ -60,7 +60,8 @@ def dump_allocations_on_sigusr1(path: str) -> None:
 
 class ReconcileProfile:
     """With KUBESLURM_BENCH_PROFILE=FILE: a cProfile of every reconcile (their thread only),
-    written on SIGUSR2 as the 45 entries of most cumulative time, then reset."""
+    appended to FILE on SIGUSR2 as the 45 entries of most cumulative time under a header
+    naming the phase (scale_bench writes it to FILE.phase before it signals), then reset."""
 
     def __init__(self, path: str):
         import cProfile
@@ -82,8 +83,14 @@ class ReconcileProfile:
     def dump(self, *_):
         import pstats
 
-        with self.lock, open(self.path, "w") as out:
-            pstats.Stats(self.profile, stream=out).sort_stats("cumulative").print_stats(45)
+        try:
+            phase = open(f"{self.path}.phase").read().strip()
+        except OSError:
+            phase = "?"
+        with self.lock, open(self.path, "a") as out:
+            out.write(f"==== reconciles of phase: {phase}\n")
+            if self.profile.getstats():
+                pstats.Stats(self.profile, stream=out).sort_stats("cumulative").print_stats(45)
             self.profile.clear()
 
 
