@@ -150,8 +150,8 @@ initialise() {
     until mariadb-admin --socket="$socket" --user=root ping >/dev/null 2>&1; do
         kill -0 "$pid" 2>/dev/null || die "the bootstrap mariadbd exited (its log is above)"
         tries=$((tries + 1))
-        [ "$tries" -le 120 ] || { kill "$pid"; die "the bootstrap mariadbd did not answer within 60 s"; }
-        sleep 0.5
+        [ "$tries" -le 600 ] || { kill "$pid"; die "the bootstrap mariadbd did not answer within 60 s"; }
+        sleep 0.1  # a new cluster's slurmdbd and slurmctld wait for this database
     done
     if ! bootstrap_sql | mariadb --protocol=socket --socket="$socket" --user=root; then
         kill "$pid"; wait "$pid" || true
