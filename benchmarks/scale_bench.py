@@ -296,6 +296,11 @@ class Bench:
         say(f"no-op reconcile at {pods} pods: {json.dumps(result)}")
         return result
 
+    def operator_cpu_seconds(self) -> float:
+        """CPU time the operator's process has used (user + system), from /proc/PID/stat."""
+        fields = Path(f"/proc/{self.operator.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
     def operator_memory(self) -> dict:
         status = Path(f"/proc/{self.operator.popen.pid}/status").read_text().splitlines()
         values = {line.split(":")[0]: int(line.split()[1]) / 1024 for line in status if line.startswith(("VmRSS", "VmHWM"))}
@@ -372,8 +377,9 @@ class Bench:
         began (the API server's audit log), and how long its reconciles ran meanwhile."""
         ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
         mark, before = self.cp.audit_mark(), self.scrape()
-        began = dt.datetime.now(dt.timezone.utc)
+        began, cpu_before = dt.datetime.now(dt.timezone.utc), self.operator_cpu_seconds()
         elapsed = self.timed(what, action, done)
+        cpu = self.operator_cpu_seconds() - cpu_before
         time.sleep(1)  # the audit log is written right after the answer
         after = self.scrape()
         everyone = self.cp.audit_writes(since=mark)
@@ -395,6 +401,7 @@ class Bench:
             "last_pod_deleted_s": max((at(w) for w in everyone if w["verb"] == "delete"
                                        and (w.get("objectRef") or {}).get("resource") == "pods"), default=None),
             "writes": len(writes),
+            "operator_cpu_s": cpu,  # its reconciles, its watches' decoding, everything it ran itself
         }
         say(f"{what}, the operator's share: {json.dumps(timeline)}")
         return elapsed, timeline
@@ -472,7 +479,8 @@ def operator_share(what: str, timeline: dict) -> Figure:
     return Figure(f"  of which: the operator in that {what}", "-",
                   f"StatefulSets written {at('first_statefulset_write_s')} (last {at('last_statefulset_write_s')}), "
                   f"last write {at('last_write_s')}; last pod deleted {at('last_pod_deleted_s')}",
-                  f"{timeline['reconciles']:.0f} reconciles, {timeline['reconcile_seconds']:.1f} s in all")
+                  f"{timeline['reconciles']:.0f} reconciles, {timeline['reconcile_seconds']:.1f} s in all; "
+                  f"the operator's CPU {timeline['operator_cpu_s']:.1f} s")
 
 
 def figures(r: dict) -> list[Figure]:
