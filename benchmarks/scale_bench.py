@@ -22,7 +22,9 @@ The cluster has NodeSets of up to 1000 slurmd pods (the API's limit is 1024 per 
 - scale-up 0 -> N (`kubectl scale nodeset`, until every NodeSet is Ready with N ready pods) and
   scale-down N -> 0 (the drain protocol on idle nodes: drained, replicas lowered, pods gone,
   node records deleted), each against bare StatefulSets of the same pod template scaled the
-  same way in the same run (until ready / until their pods are gone);
+  same way in the same run (until ready / until their pods are gone), at its start and again at
+  its end: scale-up is compared with the round just before it, scale-down with the one just
+  after it (the control plane has carried the whole run's churn by then, and runs slower);
 - the Slurm commands of that scale-down: one scontrol for many nodes, not one per node;
 - a no-op reconcile at N pods again with a burst of BURST_JOBS queued (held) jobs in slurmctld:
   the operator reads jobs with one squeue, never one by one, so its time must stay within the
@@ -317,6 +319,21 @@ class Bench:
             os.kill(self.operator.popen.pid, signal.SIGUSR2)
             time.sleep(1)  # it has dumped before the next phase's reconciles
 
+    def bare_round(self, names: list[str], when: str) -> None:
+        """The bare StatefulSets scaled 0 -> N -> 0, timed like the NodeSets: results["bare"][when]."""
+        shares = list(self.replicas.values())
+        up = self.timed(
+            f"bare StatefulSets 0 -> {self.nodes} pods ready ({when})",
+            lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, f"--replicas={c}") for n, c in zip(names, shares)],
+            lambda: self.statefulsets_at(names, shares))
+        down, timeline = self.timed_operator(
+            f"bare StatefulSets {self.nodes} -> 0 pods ({when})",
+            lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, "--replicas=0") for n in names],
+            lambda: self.statefulsets_at(names, [0] * len(names)))
+        self.results.setdefault("bare", {})[when] = {"up_s": up, "down_s": down,
+                                                     "last_pod_deleted_s": timeline["last_pod_deleted_s"]}
+        self.end_memory_phase(f"bare StatefulSets ({when})")
+
     def bare_statefulsets(self) -> list[str]:
         """A StatefulSet per NodeSet with the operator's pod template, under labels the operator does not watch."""
         bare = []
@@ -411,16 +428,7 @@ class Bench:
         self.start()
 
         names = self.bare_statefulsets()
-        shares = list(self.replicas.values())
-        r["bare_up_s"] = self.timed(
-            f"bare StatefulSets 0 -> {self.nodes} pods ready",
-            lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, f"--replicas={c}") for n, c in zip(names, shares)],
-            lambda: self.statefulsets_at(names, shares))
-        r["bare_down_s"], r["bare_down_timeline"] = self.timed_operator(
-            f"bare StatefulSets {self.nodes} -> 0 pods",
-            lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, "--replicas=0") for n in names],
-            lambda: self.statefulsets_at(names, [0] * len(names)))
-        self.cp.kubectl("delete", "statefulset", *names, "-n", NAMESPACE)
+        self.bare_round(names, "before")
         self.end_memory_phase("start, bare StatefulSets")
 
         # The reference for what must not grow: a no-op reconcile with a few slurmd pods.
@@ -468,6 +476,11 @@ class Bench:
         r["down_commands"] = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0)}
         say(f"scale-down: {r['down_reconciles']:.0f} reconciles, Slurm commands {r['down_commands']}")
         self.end_memory_phase("scale-down")
+        # The bare StatefulSets again, right after: the reference of the scale-down is the round
+        # nearest to it in time (the control plane has carried the whole run's churn by then).
+        self.bare_round(names, "after")
+        self.cp.kubectl("delete", "statefulset", *names, "-n", NAMESPACE)
+        r["bare_up_s"], r["bare_down_s"] = r["bare"]["before"]["up_s"], r["bare"]["after"]["down_s"]
         say(f"operator memory peak by phase (MiB): {r['memory_peaks']}")
         return r
 
@@ -521,11 +534,13 @@ def figures(r: dict) -> list[Figure]:
                f"{peak:.0f} MiB", "by phase: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items()),
                met=peak <= MEMORY_TARGET_MIB if n <= 1000 else None),
         Figure(f"scale-up 0 -> {n} (kwok), NodeSets Ready", f"<= {SCALE_RATIO_TARGET}x", f"{r['up_s']:.1f} s",
-               f"bare StatefulSets, same pods: {r['bare_up_s']:.1f} s", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),
+               f"bare StatefulSets, same pods, just before: {r['bare_up_s']:.1f} s "
+               f"({r['bare']['after']['up_s']:.1f} s at the end of the run)", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),
         operator_share("scale-up", r["up_operator"]),
         Figure(f"scale-down {n} -> 0: drained, pods gone, records deleted", f"<= {SCALE_RATIO_TARGET}x", f"{r['down_s']:.1f} s",
-               f"bare StatefulSets, same pods: {r['bare_down_s']:.1f} s "
-               f"(last pod deleted +{r['bare_down_timeline']['last_pod_deleted_s'] or 0:.1f} s)", f"{down:.2f}x", down <= SCALE_RATIO_TARGET),
+               f"bare StatefulSets, same pods, just after: {r['bare_down_s']:.1f} s, last pod deleted "
+               f"+{r['bare']['after']['last_pod_deleted_s'] or 0:.1f} s ({r['bare']['before']['down_s']:.1f} s at the start "
+               "of the run)", f"{down:.2f}x", down <= SCALE_RATIO_TARGET),
         operator_share("scale-down", r["down_operator"]),
         Figure("scontrol update/delete in that scale-down", "batched, not one per node",
                f"{batched:.0f} in {r['down_reconciles']:.0f} reconciles", f"{n} nodes", met=batched < n / 10),
