@@ -331,7 +331,8 @@ class Bench:
             lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, "--replicas=0") for n in names],
             lambda: self.statefulsets_at(names, [0] * len(names)))
         self.results.setdefault("bare", {})[when] = {"up_s": up, "down_s": down,
-                                                     "last_pod_deleted_s": timeline["last_pod_deleted_s"]}
+                                                     "last_pod_deleted_s": timeline["last_pod_deleted_s"],
+                                                     "cpu_by_program": timeline["cpu_by_program"]}
         self.end_memory_phase(f"bare StatefulSets ({when})")
 
     def bare_statefulsets(self) -> list[str]:
@@ -394,9 +395,12 @@ class Bench:
         began (the API server's audit log), and how long its reconciles ran meanwhile."""
         ours = {"namespace": NAMESPACE, "cluster": CLUSTER}
         mark, before = self.cp.audit_mark(), self.scrape()
-        began, cpu_before = dt.datetime.now(dt.timezone.utc), self.operator_cpu_seconds()
+        began, cpu_before, tree_before = dt.datetime.now(dt.timezone.utc), self.operator_cpu_seconds(), cpu_by_program()
         elapsed = self.timed(what, action, done)
         cpu = self.operator_cpu_seconds() - cpu_before
+        tree = cpu_by_program()
+        by_program = {name: round(seconds - tree_before.get(name, 0.0), 1) for name, seconds in tree.items()
+                      if seconds - tree_before.get(name, 0.0) >= 0.05}
         time.sleep(1)  # the audit log is written right after the answer
         after = self.scrape()
         everyone = self.cp.audit_writes(since=mark)
@@ -419,6 +423,9 @@ class Bench:
                                        and (w.get("objectRef") or {}).get("resource") == "pods"), default=None),
             "writes": len(writes),
             "operator_cpu_s": cpu,  # its reconciles, its watches' decoding, everything it ran itself
+            # CPU seconds of every program this benchmark started (control plane, kwok, slurmctld,
+            # the operator, the commands they ran), by name: who the 2 cores worked for
+            "cpu_by_program": dict(sorted(by_program.items(), key=lambda item: -item[1])),
         }
         say(f"{what}, the operator's share: {json.dumps(timeline)}")
         return elapsed, timeline
@@ -485,6 +492,36 @@ class Bench:
         return r
 
 
+def cpu_by_program() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each running descendant of this process, summed
+    by program name (/proc/PID/comm), including what their own finished children used."""
+    parents: dict[int, int] = {}
+    stats: dict[int, tuple[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+        parents[int(entry)] = int(rest[1])
+        stats[int(entry)] = (name, sum(int(v) for v in rest[11:15]) / tick)  # utime stime cutime cstime
+    mine, totals = {os.getpid()}, {}
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in mine and pid not in mine:
+                mine.add(pid)
+                changed = True
+    for pid in mine - {os.getpid()}:
+        name, seconds = stats[pid]
+        totals[name] = totals.get(name, 0.0) + seconds
+    return totals
+
+
 def operator_share(what: str, timeline: dict) -> Figure:
     """A row under a scale figure: when the operator acted, after `kubectl scale` (timed_operator)."""
     def at(key: str) -> str:
@@ -493,7 +530,8 @@ def operator_share(what: str, timeline: dict) -> Figure:
                   f"StatefulSets written {at('first_statefulset_write_s')} (last {at('last_statefulset_write_s')}), "
                   f"last write {at('last_write_s')}; last pod deleted {at('last_pod_deleted_s')}",
                   f"{timeline['reconciles']:.0f} reconciles, {timeline['reconcile_seconds']:.1f} s in all; "
-                  f"the operator's CPU {timeline['operator_cpu_s']:.1f} s")
+                  f"the operator's CPU {timeline['operator_cpu_s']:.1f} s; CPU s by program: "
+                  + ", ".join(f"{name} {seconds:.1f}" for name, seconds in list(timeline["cpu_by_program"].items())[:5]))
 
 
 def figures(r: dict) -> list[Figure]:
