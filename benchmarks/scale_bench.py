@@ -21,7 +21,8 @@ The cluster has NodeSets of up to 1000 slurmd pods (the API's limit is 1024 per 
 - the operator's resident memory with 10 and with N pods, and its peak in each phase of the run;
 - scale-up 0 -> N (`kubectl scale nodeset`, until every NodeSet is Ready with N ready pods) and
   scale-down N -> 0 (the drain protocol on idle nodes: drained, replicas lowered, pods gone,
-  node records deleted), each against bare StatefulSets of the same pod template scaled the
+  node records deleted), each against bare StatefulSets of the same pod template (each with its
+  governing headless Service, as the NodeSet's has) scaled the
   same way in the same run (until ready / until their pods are gone), at its start and again at
   its end: scale-up is compared with the round just before it, scale-down with the one just
   after it (the control plane has carried the whole run's churn by then, and runs slower);
@@ -336,8 +337,13 @@ class Bench:
         self.end_memory_phase(f"bare StatefulSets ({when})")
 
     def bare_statefulsets(self) -> list[str]:
-        """A StatefulSet per NodeSet with the operator's pod template, under labels the operator does not watch."""
+        """A StatefulSet per NodeSet with the operator's pod template, under labels the operator does not
+        watch, and its governing headless Service like the NodeSet's: a StatefulSet names one
+        (spec.serviceName, required) for its pods' DNS names, which is what slurmd pods are reached
+        by, and Kubernetes keeps its endpoints as the pods come and go (the endpoint controllers'
+        work is a good part of a scale of 1000 pods: without the Service the reference left it out)."""
         bare = []
+        services = {s["metadata"]["name"]: s for s in self.get("services", "-n", NAMESPACE)["items"]}
         for live in self.statefulsets([naming.node_set_statefulset(n) for n in self.replicas]):
             name = f"bare-{live['metadata']['name']}"
             spec = json.loads(json.dumps(live["spec"]))
@@ -345,10 +351,15 @@ class Bench:
             spec["selector"] = {"matchLabels": labels}
             spec["template"]["metadata"]["labels"] = labels
             spec["replicas"] = 0
+            governing = services[live["spec"]["serviceName"]]["spec"]
+            spec["serviceName"] = name
+            bare.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NAMESPACE},
+                         "spec": {"clusterIP": "None", "selector": labels, "ports": governing.get("ports", []),
+                                  "publishNotReadyAddresses": governing.get("publishNotReadyAddresses", False)}})
             bare.append({"apiVersion": "apps/v1", "kind": "StatefulSet",
                          "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec})
         self.kubectl_apply(bare)
-        return [b["metadata"]["name"] for b in bare]
+        return [b["metadata"]["name"] for b in bare if b["kind"] == "StatefulSet"]
 
     def statefulsets_at(self, names: list[str], counts: list[int]) -> bool:
         by_name = {s["metadata"]["name"]: s.get("status", {}) for s in self.statefulsets(names)}
@@ -486,7 +497,7 @@ class Bench:
         # The bare StatefulSets again, right after: the reference of the scale-down is the round
         # nearest to it in time (the control plane has carried the whole run's churn by then).
         self.bare_round(names, "after")
-        self.cp.kubectl("delete", "statefulset", *names, "-n", NAMESPACE)
+        self.cp.kubectl("delete", "statefulset,service", *names, "-n", NAMESPACE)
         r["bare_up_s"], r["bare_down_s"] = r["bare"]["before"]["up_s"], r["bare"]["after"]["down_s"]
         say(f"operator memory peak by phase (MiB): {r['memory_peaks']}")
         return r
