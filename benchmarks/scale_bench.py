@@ -447,7 +447,6 @@ class Bench:
 
         names = self.bare_statefulsets()
         self.bare_round(names, "before")
-        self.end_memory_phase("start, bare StatefulSets")
 
         # The reference for what must not grow: a no-op reconcile with a few slurmd pods.
         self.register(replicas_of(SMALL))
