@@ -278,8 +278,7 @@ class Bench:
         while count(after) - count(before) < reconciles:
             after = self.scrape_after_reconcile()
         time.sleep(1)  # the audit log is written right after the answer
-        everyone = self.cp.audit_writes(since=mark)
-        writes = [w for w in everyone if (w.get("user") or {}).get("username") == OPERATOR_USER]
+        writes = self.cp.audit_writes(since=mark, user=OPERATOR_USER)
         # Whole reconciles only: each begins by reading its SlurmCluster (ClusterReconciler.reconcile).
         audited = self.cp.audit.reads(since=mark, user=OPERATOR_USER)
         (WORK / f"reads-{pods}.json").write_text(json.dumps(audited, indent=1))  # to see what was read

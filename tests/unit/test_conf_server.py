@@ -1,5 +1,6 @@
 """The configless clients' start (render/conf_server.py), run by sh as a container runs it."""
 
+import ast
 import os
 import socket
 import subprocess
@@ -27,7 +28,7 @@ def start(tmp_path, conf_server: str, command: list[str] | None = None) -> tuple
     t0 = time.monotonic()
     shell = subprocess.Popen(command, env={**os.environ, "CALLS": str(calls)})
     assert shell.wait(timeout=60) == 0
-    return eval(calls.read_text()), time.monotonic() - t0, shell.pid
+    return ast.literal_eval(calls.read_text()), time.monotonic() - t0, shell.pid
 
 
 def listener() -> socket.socket:
