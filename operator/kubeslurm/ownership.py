@@ -93,9 +93,9 @@ OWNED_KINDS = (
 # either: they hold slurmctld's job state and accounting data, which only the deletion
 # of the SlurmCluster may take away.
 LISTED_KINDS = (CONFIG_MAP, SERVICE, STATEFUL_SET, POD_DISRUPTION_BUDGET, NETWORK_POLICY)
-# Objects whose changes wake their cluster's reconcile (those labelled ours), watched through
-# kopf: what we apply. Our pods, whose state Slurm's nodes follow, wake it too, through a watch
-# the API server filters (reconcile/pod_watch.py).
+# Objects whose changes wake their cluster's reconcile (those labelled ours): what we apply. Our
+# pods, whose state Slurm's nodes follow, wake it too. Each through a watch the API server
+# filters (reconcile/filtered_watch.py).
 WATCHED_KINDS = LISTED_KINDS
 
 _BY_KIND = {

@@ -1,7 +1,7 @@
 """Keeping the operator's resident memory near what it really uses (glibc malloc).
 
 A reconcile of a big cluster parses megabytes of JSON (1000 slurmd pods are about 3 MB) and
-frees it again; the pod watches (reconcile/pod_watch.py) decode our pods' events meanwhile in
+frees it again; the filtered watches (reconcile/filtered_watch.py) decode our pods' events meanwhile in
 threads of their own. Measured with 1000 kwok-faked pods: about 10 MiB of
 live Python objects in a process of 170 MiB. Python's small-object allocator keeps an arena
 while one object in it lives, and glibc keeps one heap per allocating thread at its

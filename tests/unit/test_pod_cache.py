@@ -1,7 +1,7 @@
 """The owned pods' cache (reconcile/pod_cache.py): what it keeps of a pod, which namespaces it
 answers for, how lists and watch events change it, and that the reconcile reads it instead of
 the API server once it answers (and the API server before). Against the real API server, with
-the operator's own watch: tests/k8s/test_pod_watch.py."""
+the operator's own watch: tests/k8s/test_filtered_watch.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from kubeslurm import ownership
 from kubeslurm.reconcile.cluster_reconcile import ClusterReconciler
 from kubeslurm.reconcile.pod_cache import PodCache, equality_selector, kept_of
-from kubeslurm.reconcile.pod_watch import OWNED_PODS, PodWatch
+from kubeslurm.reconcile.filtered_watch import OWNED_PODS, FilteredWatch
 
-from .test_pod_watch import ScriptedServer
+from .test_filtered_watch import ScriptedServer
 
 SLURMD = ownership.cluster_selector("research", ownership.SLURMD)
 
@@ -114,8 +114,8 @@ def test_the_owned_pods_watch_keeps_it_through_events_and_a_relist():
     seen: list[list[str]] = []
     cache = PodCache()
     # The handler (which wakes the reconcile) hears of a change only once the cache has it.
-    PodWatch(server, OWNED_PODS, "hpc", lambda t, p: seen.append(names(cache.pods("hpc", SLURMD))), stopped,
-             cache=cache).run()
+    FilteredWatch(server, OWNED_PODS, "hpc", lambda t, p: seen.append(names(cache.pods("hpc", SLURMD))), stopped,
+                  cache=cache).run()
     assert seen[:4] == [["h100-0", "h100-1"], ["h100-0", "h100-1"], ["h100-0"], ["h100-0", "h100-3"]]
     assert names(cache.pods("hpc", SLURMD)) == ["h100-1", "h100-2"]  # the relist replaced it all
 

@@ -25,7 +25,7 @@ from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
 from .pod_cache import PodCache
-from .pod_watch import OTHER_SCHEDULERS_PODS, OWNED_PODS, PodHandler, PodSelection, start_pod_watches
+from .filtered_watch import OTHER_SCHEDULERS_PODS, OWNED_OBJECTS, OWNED_PODS, WatchHandler, WatchSelection, start_watches
 from .run_state import StepFailed
 from .slurm_access import SlurmAccess
 from .status import report_cluster_not_found
@@ -40,7 +40,6 @@ MAX_REST_SECONDS = 5.0  # rest_after: the longest a reconcile's events wait for 
 # again after at most UNWATCHED_RETRY_SECONDS (a few reads) instead of the growing backoff.
 UNWATCHED_INPUT_STEPS = frozenset({"EnsureSecrets", "ReadDirectorySettings", "CheckStorage"})
 UNWATCHED_RETRY_SECONDS = 10.0
-MANAGED = {ownership.MANAGED_BY: ownership.MANAGER}
 SCHEDULER_PREFIX = scheduler_name("")  # "kubeslurm-": schedulerName of a pod Slurm schedules
 
 
@@ -58,9 +57,9 @@ class Runtime:
         self.bridge_pod_namespaces: dict[str, set[str]] = {}
         self.lock = threading.Lock()
         self.namespaces: list[str] | None = None  # the namespaces followed (`run --namespace`); None: all
-        self.pod_watches: list[threading.Thread] = []
+        self.watches: list[threading.Thread] = []
         self.owned_pods: PodCache | None = None  # kept by the owned-pods watch, read by the reconciler
-        self.pods_stopped = threading.Event()
+        self.watches_stopped = threading.Event()
 
     def start(self, kubeconfig: str | None = None) -> None:
         api_client = load_api_client(kubeconfig)
@@ -71,22 +70,22 @@ class Runtime:
                                             device_plugin=DevicePluginSettings.from_environment(),
                                             bridge_pod_namespaces=self.namespaces_asking)
 
-    def watch_pods(self, handlers: dict[PodSelection, PodHandler]) -> None:
-        """Starts the pod watches (pod_watch.py) in the namespaces the operator follows; once."""
+    def watch(self, handlers: dict[WatchSelection, WatchHandler]) -> None:
+        """Starts the filtered watches (filtered_watch.py) in the namespaces the operator follows; once."""
         with self.lock:
-            if self.pod_watches:
+            if self.watches:
                 return
-            self.pods_stopped = threading.Event()  # a fresh one: threads of an earlier start stay stopped
+            self.watches_stopped = threading.Event()  # a fresh one: threads of an earlier start stay stopped
             # A new cache each start: what a stopped watch kept is not kept up to date.
             self.owned_pods = self.reconciler.pod_cache = PodCache()
-            self.pod_watches = start_pod_watches(self.api, self.namespaces, handlers, self.pods_stopped,
-                                                 {OWNED_PODS: self.owned_pods})
+            self.watches = start_watches(self.api, self.namespaces, handlers, self.watches_stopped,
+                                         {OWNED_PODS: self.owned_pods})
 
-    def stop_pod_watches(self) -> None:
+    def stop_watches(self) -> None:
         """Each watch ends at its next event or when the server ends it; none waits for that."""
         with self.lock:
-            self.pods_stopped.set()
-            self.pod_watches = []
+            self.watches_stopped.set()
+            self.watches = []
             self.owned_pods = None
             if self.reconciler is not None:
                 self.reconciler.pod_cache = None  # no longer kept up to date: the reconcile lists again
@@ -159,7 +158,7 @@ def configure(settings: kopf.OperatorSettings, **_):
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if RUNTIME.api is None:
         RUNTIME.start(os.environ.get("KUBESLURM_KUBECONFIG"))
-    RUNTIME.watch_pods({OWNED_PODS: owned_pod_changed, OTHER_SCHEDULERS_PODS: other_scheduler_pod_changed})
+    RUNTIME.watch(watch_handlers())
 
 
 @kopf.on.login()
@@ -265,14 +264,6 @@ def node_set_changed(namespace, spec, body, type, **_):
     report_cluster_not_found(RUNTIME.api, RUNTIME.events, dict(body))
 
 
-def _nudge_owner(namespace, labels, **_):
-    RUNTIME.nudge(namespace, (labels or {}).get(ownership.CLUSTER))
-
-
-for _kind in ownership.WATCHED_KINDS:
-    kopf.on.event(_kind.group, _kind.version, _kind.plural, labels=MANAGED, id=f"owned-{_kind.plural}")(_nudge_owner)
-
-
 @kopf.on.event("", "v1", "nodes")
 def kubernetes_node_changed(**_):
     """A Kubernetes node's health decides Slurm drains: every cluster takes a look."""
@@ -281,9 +272,10 @@ def kubernetes_node_changed(**_):
             wakeup.set()
 
 
-def owned_pod_changed(event_type: str, pod: dict) -> None:
-    """One of our pods appeared, changed or went: its cluster looks at once."""
-    meta = pod["metadata"]
+def owned_object_changed(event_type: str, obj: dict) -> None:
+    """One of our pods or applied objects appeared, changed or went: its cluster looks at once
+    (a pod's state is what Slurm's node follows; an edited or deleted object is drift)."""
+    meta = obj["metadata"]
     RUNTIME.nudge(meta.get("namespace"), (meta.get("labels") or {}).get(ownership.CLUSTER))
 
 
@@ -299,6 +291,12 @@ def other_scheduler_pod_changed(event_type: str, pod: dict) -> None:
     RUNTIME.nudge_named(cluster)
 
 
+def watch_handlers() -> dict[WatchSelection, WatchHandler]:
+    """What each filtered watch (filtered_watch.py) hands its events to: every one wakes a cluster."""
+    return {OWNED_PODS: owned_object_changed, OTHER_SCHEDULERS_PODS: other_scheduler_pod_changed,
+            **{selection: owned_object_changed for selection in OWNED_OBJECTS}}
+
+
 @kopf.on.cleanup()
-def stop_pod_watches(**_):
-    RUNTIME.stop_pod_watches()
+def stop_watches(**_):
+    RUNTIME.stop_watches()

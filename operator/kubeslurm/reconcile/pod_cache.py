@@ -2,7 +2,7 @@
 
 At 1000 slurmd pods one list of them is ~6 MB of JSON, which the API server encodes and the
 operator decodes at every reconcile: ~0.7 s of a 0.94 s no-op reconcile and ~25 MiB allocated
-for a moment (make bench-scale, issue 16). The owned-pods watch (pod_watch.py) decodes every
+for a moment (make bench-scale, issue 16). The owned-pods watch (filtered_watch.py) decodes every
 change of those pods anyway, one at a time; here each is kept, cut to what a reconcile reads,
 and the reconcile's pod reads are answered from memory (ClusterReconciler.read_pods).
 

@@ -1,6 +1,6 @@
-"""The pod watch's bookkeeping: where a watch goes on from, when it lists again (410 Gone, as
+"""The filtered watches' bookkeeping: where a watch goes on from, when it lists again (410 Gone, as
 a response or as an ERROR event), and that neither a broken handler nor an error ends it. The
-API server side (selection, list then watch, deletions) is tests/k8s/test_pod_watch.py's."""
+API server side (selection, list then watch, deletions) is tests/k8s/test_filtered_watch.py's."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import threading
 
 from kubernetes.client.rest import ApiException
 
-from kubeslurm.reconcile import pod_watch
-from kubeslurm.reconcile.pod_watch import OWNED_PODS, PodWatch
+from kubeslurm.ownership import MANAGED_BY, MANAGER, POD, WATCHED_KINDS
+from kubeslurm.reconcile import filtered_watch
+from kubeslurm.reconcile.filtered_watch import OWNED_OBJECTS, OWNED_PODS, FilteredWatch
 
 
 def a_pod(name: str, version: str) -> dict:
@@ -26,10 +27,11 @@ class ScriptedServer:
         self.stopped = stopped
 
     def list_with_version(self, kind, namespace, label_selector, field_selector):
-        assert (label_selector, field_selector) == (OWNED_PODS.label_selector, OWNED_PODS.field_selector)
+        assert (kind, label_selector, field_selector) == (POD, OWNED_PODS.label_selector, OWNED_PODS.field_selector)
         return self.lists.pop(0)
 
     def watch(self, kind, namespace, resource_version, label_selector, field_selector, *, timeout_seconds):
+        assert kind == POD
         self.started_at.append(resource_version)
         if not self.watches:
             self.stopped.set()
@@ -41,7 +43,7 @@ class ScriptedServer:
 
 
 def run(server_script, monkeypatch) -> tuple[list, ScriptedServer]:
-    monkeypatch.setattr(pod_watch, "FIRST_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(filtered_watch, "FIRST_RETRY_SECONDS", 0.01)
     stopped = threading.Event()
     lists, watches = server_script
     server = ScriptedServer(lists, watches, stopped)
@@ -52,7 +54,7 @@ def run(server_script, monkeypatch) -> tuple[list, ScriptedServer]:
             raise RuntimeError("a handler's bug")
         seen.append((event_type, pod["metadata"]["name"]))
 
-    PodWatch(server, OWNED_PODS, "hpc", on_pod, stopped).run()
+    FilteredWatch(server, OWNED_PODS, "hpc", on_pod, stopped).run()
     return seen, server
 
 
@@ -86,3 +88,11 @@ def test_neither_a_broken_handler_nor_a_lost_connection_ends_the_watch(monkeypat
     ), monkeypatch)
     assert seen == [("ADDED", "c"), ("MODIFIED", "c")]
     assert server.started_at == ["10", "12", "12", "12", "13"]
+
+
+def test_every_kind_the_operator_applies_and_watches_is_selected_by_our_label_on_the_server():
+    """Drift in any of them (an edit, a deletion) must wake the reconcile, and only ours may come:
+    a watch without the selector would bring every ConfigMap and StatefulSet of the cluster."""
+    assert [s.kind for s in OWNED_OBJECTS] == list(WATCHED_KINDS)
+    assert {s.label_selector for s in OWNED_OBJECTS} == {OWNED_PODS.label_selector} == {f"{MANAGED_BY}={MANAGER}"}
+    assert len({s.name for s in (*OWNED_OBJECTS, OWNED_PODS)}) == len(OWNED_OBJECTS) + 1  # names the threads and logs
