@@ -21,6 +21,7 @@ from ..api.bridge import scheduler_name
 from ..metrics.operator_metrics import CLUSTERS, PENDING_WAKEUPS, forget_cluster
 from ..process_memory import return_free_memory
 from ..render.bridge.device_plugin import DevicePluginSettings
+from .change_filter import ChangeFilter, custom_resource_digest, kubernetes_node_digest
 from .cluster_reconcile import ClusterReconciler
 from .events import EventRecorder
 from .kube_api import KubeApi, load_api_client
@@ -246,13 +247,23 @@ def wait_after_failure(backoff: float, step: str | None) -> tuple[float, float]:
     return (min(backoff, UNWATCHED_RETRY_SECONDS) if step in UNWATCHED_INPUT_STEPS else backoff), backoff
 
 
+# kopf's events that change nothing a reconcile reads (the operator's own status writes, a
+# kubelet's heartbeat) wake nothing: change_filter.py.
+CLUSTER_CHANGES = ChangeFilter(custom_resource_digest)
+NODE_SET_CHANGES = ChangeFilter(custom_resource_digest)
+KUBERNETES_NODE_CHANGES = ChangeFilter(kubernetes_node_digest)
+
+
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
-def cluster_changed(namespace, name, **_):
-    RUNTIME.nudge(namespace, name)
+def cluster_changed(namespace, name, body, type, **_):
+    if CLUSTER_CHANGES.changed(type, body):
+        RUNTIME.nudge(namespace, name)
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
 def node_set_changed(namespace, spec, body, type, **_):
+    if not NODE_SET_CHANGES.changed(type, body):
+        return
     if type == "DELETED":
         RUNTIME.nudge(namespace, spec.get("clusterName"))
         return
@@ -265,8 +276,10 @@ def node_set_changed(namespace, spec, body, type, **_):
 
 
 @kopf.on.event("", "v1", "nodes")
-def kubernetes_node_changed(**_):
+def kubernetes_node_changed(body, type, **_):
     """A Kubernetes node's health decides Slurm drains: every cluster takes a look."""
+    if not KUBERNETES_NODE_CHANGES.changed(type, body):
+        return
     with RUNTIME.lock:
         for wakeup in RUNTIME.wakeups.values():
             wakeup.set()
