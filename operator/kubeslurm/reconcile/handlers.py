@@ -234,7 +234,10 @@ def next_wait(run) -> float:
     """Seconds until the next reconcile of a run that succeeded (a watch event may come sooner)."""
     if run is None:
         return RESYNC_SECONDS
-    if run.again_soon:
+    # A run that drained, resumed, downed or deleted Slurm nodes wrote a status read before it
+    # did (a scale-down's last records, for one: Ready waits for them); the next run reads the
+    # result and reports it. No watch event would say so (change_filter.py).
+    if run.again_soon or (run.slurm is not None and run.slurm.changed_nodes):
         return AGAIN_SOON_SECONDS
     return min(RESYNC_SECONDS, run.look_again_within or RESYNC_SECONDS)
 

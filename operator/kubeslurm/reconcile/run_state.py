@@ -58,8 +58,9 @@ class Run:
     progressing: list[str] = field(default_factory=list)
     applied_config_hash: str | None = None
     topology_nodes_hash: str | None = None
-    # Set when this run changed Slurm in a way the next run acts on at once (a scale-down
-    # drained idle nodes: the next lowers replicas), and no watch event will say so.
+    # Set when this run acted so that the next run acts on at once, and no watch event will
+    # say so (the operator's own status writes wake nothing: change_filter.py). A run whose
+    # Slurm commands changed nodes counts too (SlurmControl.changed_nodes; handlers.next_wait).
     again_soon: bool = False
     # The longest the next run may wait (None: the resync period): a step that follows something
     # no event announces sets it (a preempted placeholder job, bridge_step).

@@ -155,6 +155,9 @@ def _count(value: str | None) -> int:
 @dataclass
 class SlurmControl:
     run: CommandRunner
+    # Set once a command of this object changed node states or records (down, drain, resume,
+    # delete_nodes): what was read of the nodes before is out of date (Run.again_soon).
+    changed_nodes: bool = field(default=False, init=False)
 
     def _ok(self, argv: list[str], timeout: float = 60) -> str:
         result = self.run(argv, timeout=timeout)
@@ -227,11 +230,13 @@ class SlurmControl:
     def down(self, node_names: list[str], why: str) -> None:
         """DOWN: Slurm requeues (or ends, per --requeue) the nodes' jobs at once."""
         if node_names:
+            self.changed_nodes = True
             self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=DOWN",
                       f"Reason={OPERATOR_REASON_PREFIX} {why}"])
 
     def drain(self, node_names: list[str], why: str) -> None:
         if node_names:
+            self.changed_nodes = True
             reason = f"{OPERATOR_REASON_PREFIX} {why}"
             self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=DRAIN", f"Reason={reason}"])
 
@@ -241,6 +246,7 @@ class SlurmControl:
         refuse: that is the wanted state already, and the next reconcile reads the nodes again."""
         if not node_names:
             return
+        self.changed_nodes = True
         try:
             self._ok(["scontrol", "update", f"NodeName={compress(node_names)}", "State=RESUME"])
         except SlurmCommandError as error:
@@ -252,6 +258,7 @@ class SlurmControl:
         refuses the whole list when one name is unknown: then each is deleted on its own."""
         if not node_names:
             return
+        self.changed_nodes = True
         result = self.run(["scontrol", "delete", f"NodeName={compress(node_names)}"])
         text = result.stderr + result.stdout
         if result.returncode == 0 or (len(node_names) == 1 and INVALID_NODE in text):
