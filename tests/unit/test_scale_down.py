@@ -72,6 +72,21 @@ def test_nodes_drained_while_planning_and_still_empty_lower_the_replicas_in_the_
     assert (raced.replicas, raced.drain, raced.waiting_for_jobs) == (3, [], {"h100-2": ["43"]})
 
 
+def test_a_plan_whose_slurm_commands_ran_is_settled_unless_replicas_or_jobs_still_wait():
+    """SyncSlurm carries the plan out; the run's status is built from what is left (status.py:
+    Ready needs a settled plan), so the run that deleted the last records says Ready."""
+    gone = nodes(node("h100-0"), node("h100-1", *SCALE_DRAINED, reason=REASON))
+    last_records = plan_scale("h100", 1, 1, gone, {}, {"h100-0"})
+    assert last_records.delete == ["h100-1"] and not last_records.settled
+    assert last_records.carried_out().settled
+    pods = {"h100-0", "h100-1", "h100-2"}
+    before = nodes(node("h100-0"), node("h100-1"), node("h100-2"))
+    waiting = plan_scale("h100", 1, 3, before, {"h100-1": [], "h100-2": ["43"]}, pods,
+                         drained_now=frozenset({"h100-1", "h100-2"}))
+    assert not waiting.carried_out().settled  # replicas stay at 3 for job 43
+    assert waiting.carried_out().waiting_for_jobs == {"h100-2": ["43"]}
+
+
 def test_parse_node_line_keeps_spaces_in_values_and_strips_the_reason_stamp():
     line = (
         "NodeName=h100-1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=8 AvailableFeatures=h100,nvlink "

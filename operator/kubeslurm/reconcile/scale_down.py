@@ -13,7 +13,7 @@ to empty. The protocol, one reconcile at a time (each step is level-based):
 Scaling back up before step 3 resumes the nodes we drained, and only those.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..render.k8s import naming
 from .slurm_control import OPERATOR_REASON_PREFIX, SlurmNode
@@ -33,6 +33,12 @@ class ScalePlan:
     @property
     def settled(self) -> bool:
         return self.replicas == self.wanted and not (self.drain or self.resume or self.delete)
+
+    def carried_out(self) -> "ScalePlan":
+        """The plan once its Slurm commands succeeded (drained while planning, resumed and deleted
+        in SyncSlurm): what is left is the replicas and the jobs waited for. The status of the run
+        that deleted a scale-down's last records says Ready, not the next run's."""
+        return replace(self, drain=[], resume=[], delete=[])
 
 
 def ordinal_of(node_set: str, node_name: str) -> int | None:

@@ -221,3 +221,4 @@ def _scale_down(run: Run) -> None:
         # The nodes leaving were drained while planning (ClusterReconciler.plan_scaling).
         run.slurm.resume(plan.resume)
         run.slurm.delete_nodes(plan.delete)
+        state.plan = plan.carried_out()
