@@ -102,6 +102,7 @@ def test_a_deletion_always_wakes_and_an_object_made_again_is_new():
     seen = ChangeFilter(custom_resource_digest)
     seen.changed(None, NODE_SET)
     assert seen.changed("DELETED", NODE_SET)
+    assert len(seen) == 0  # nothing is kept of a deleted object
     assert seen.changed("ADDED", NODE_SET)  # same name and uid seen again after its deletion: woken
     again = changed(NODE_SET, "metadata.uid", "u-2")
     assert seen.changed("ADDED", again)  # another object of the same name

@@ -19,10 +19,10 @@ missed would wait at most RESYNC_SECONDS; it cannot miss one the digest holds.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-Digest = Callable[[Mapping], Any]
+Digest = Callable[[Mapping], Hashable]  # equal for two events that change nothing a reconcile reads
 
 
 def custom_resource_digest(body: Mapping) -> tuple:
@@ -47,11 +47,16 @@ def kubernetes_node_digest(body: Mapping) -> tuple:
 
 
 class ChangeFilter:
-    """The digests last seen, by object uid; changed() says whether an event is worth a reconcile."""
+    """The digests last seen, by object uid; changed() says whether an event is worth a reconcile.
+
+    What is kept is the digest's hash (a 64-bit int), not the digest: a real node's labels and
+    annotations are kilobytes, and a site has thousands of nodes. Two different digests with the
+    same hash (about 2**-64 for a given pair) would miss one change until the next resync.
+    """
 
     def __init__(self, digest: Digest):
         self.digest = digest
-        self._seen: dict[str, Any] = {}
+        self._seen: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def changed(self, event_type: str | None, body: Mapping) -> bool:
@@ -60,14 +65,15 @@ class ChangeFilter:
             with self._lock:
                 self._seen.pop(uid, None)
             return True
-        digest = self.digest(body)
+        digest = hash(self.digest(body))
         with self._lock:
-            before = self._seen.get(uid, _NOT_SEEN)
+            before = self._seen.get(uid)
             self._seen[uid] = digest
         return before != digest
 
-
-_NOT_SEEN = object()
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._seen)
 
 
 def _frozen(value: Any) -> Any:
