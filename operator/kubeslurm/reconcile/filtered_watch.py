@@ -10,10 +10,10 @@ cluster (every ConfigMap, every StatefulSet's status), then applies its label fi
 each event it keeps builds the object's diff base (a deep copy) and runs the handler through
 its executor. With 1000 slurmd pods starting that made the operator's peak memory; in a
 scale-down of 1000 pods, kopf's share of the operator's CPU was over a third (py-spy, make
-bench-scale). Here each selection is one list and then
-a watch from the list's resourceVersion with the selector in the request, read and decoded one
-event at a time in a thread of its own, then dropped (the owned pods' watch keeps a trimmed copy
-in a PodCache, which the reconcile reads instead of listing them: pod_cache.py). The field
+bench-scale). Here each selection is one list and then a watch from the list's resourceVersion
+with the selector in the request, read and decoded one event at a time in a thread of its own,
+then dropped (the owned pods' watch keeps a trimmed copy in a PodCache, which the reconcile
+reads instead of listing them: pod_cache.py). The field
 selector `spec.schedulerName!=default-scheduler` is as close as the API server gets to "starts
 with kubeslurm-" (it compares whole values); the few pods of other schedulers it lets through
 are passed over by their handler.
