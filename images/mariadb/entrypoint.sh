@@ -8,8 +8,8 @@
 #   kubeslurm-mariadb-entrypoint COMMAND...               # runs COMMAND (e.g. sh)
 #
 # On a data directory without a database (an empty PVC; a lost+found is fine) it
-# first initialises one, with networking off, so nothing can connect over TCP
-# before the database and user exist (slurmdbd 24.11 with trixie's libmariadb
+# first initialises one with mariadb-install-db, which also creates the database
+# and user, so nothing can connect before they exist (slurmdbd 24.11 with trixie's libmariadb
 # crashes in _check_mysql_concat_is_sane if it has to create StorageLoc itself):
 #   MARIADB_DATABASE              database to create (optional)
 #   MARIADB_USER, MARIADB_PASSWORD  user created @'%' and @'localhost' with ALL on
@@ -84,6 +84,8 @@ secret_file() {
 
 bootstrap_sql() {
     line "SET @@SESSION.SQL_LOG_BIN=0;"
+    # --bootstrap runs with the grant tables off: CREATE USER and GRANT need them loaded.
+    line "FLUSH PRIVILEGES;"
     # No anonymous users, no root over TCP: only root@localhost and the
     # mariadb.sys/mysql service accounts of mariadb-install-db remain.
     line "DELETE FROM mysql.global_priv WHERE User='' OR (User='root' AND Host NOT IN ('localhost'));"
@@ -132,33 +134,27 @@ initialise() {
     fi
     log "initialising a new database in $datadir"
     : > "$datadir/.kubeslurm-initialising"
+    # The database and user are made by mariadb-install-db's own bootstrap run
+    # (--extra-file): no server ever listens, on TCP or the socket, before they
+    # exist, and no second server has to start and stop first (that took longer
+    # than the rest of the initialisation, on the critical path of a new
+    # cluster). Its bootstrap mode skips the grant tables until FLUSH PRIVILEGES.
+    # The file holds the password: root-only (umask 077), in a private directory
+    # of the container's own /tmp, removed before mariadbd starts.
+    sql_dir=$(mktemp -d "${TMPDIR:-/tmp}/kubeslurm-mariadb-init.XXXXXX") || die "mktemp failed"
+    trap 'rm -rf "$sql_dir"' EXIT
+    (umask 077; bootstrap_sql > "$sql_dir/init.sql") || die "writing $sql_dir/init.sql failed"
     # --force: do not insist that the host name resolves (it only would name
     # root@<hostname> and anonymous accounts, which are not wanted anyway).
     # shellcheck disable=SC2086
     if ! out=$(mariadb-install-db $user_opt --datadir="$datadir" --force --skip-name-resolve \
-            --auth-root-authentication-method=$root_auth --skip-test-db "$@" 2>&1); then
+            --auth-root-authentication-method=$root_auth --skip-test-db \
+            --extra-file="$sql_dir/init.sql" "$@" 2>&1); then
         printf "%s\n" "$out" >&2
-        die "mariadb-install-db failed (output above)"
+        die "mariadb-install-db failed creating the system tables, the database or the user (output above)"
     fi
-
-    # The bootstrap server listens on the socket only; --skip-networking comes
-    # last so no passed option can turn TCP on early.
-    # shellcheck disable=SC2086
-    mariadbd $user_opt --datadir="$datadir" "$@" --socket="$socket" --skip-networking &
-    pid=$!
-    tries=0
-    until mariadb-admin --socket="$socket" --user=root ping >/dev/null 2>&1; do
-        kill -0 "$pid" 2>/dev/null || die "the bootstrap mariadbd exited (its log is above)"
-        tries=$((tries + 1))
-        [ "$tries" -le 600 ] || { kill "$pid"; die "the bootstrap mariadbd did not answer within 60 s"; }
-        sleep 0.1  # a new cluster's slurmdbd and slurmctld wait for this database
-    done
-    if ! bootstrap_sql | mariadb --protocol=socket --socket="$socket" --user=root; then
-        kill "$pid"; wait "$pid" || true
-        die "creating the database and user failed (error above)"
-    fi
-    kill "$pid"
-    wait "$pid" || die "the bootstrap mariadbd did not shut down cleanly"
+    rm -rf "$sql_dir"
+    trap - EXIT
     rm -f "$datadir/.kubeslurm-initialising"
     log "database initialised${MARIADB_DATABASE:+: $MARIADB_DATABASE}${MARIADB_USER:+, user $MARIADB_USER}"
 }

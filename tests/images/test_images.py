@@ -371,8 +371,8 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
 
     log1 = tmp_path / "mariadb-1.log"
     db = root_processes(root, entrypoint + args, env=env, log=log1)
-    # The first TCP connection must find the database and the user: the
-    # bootstrap server never listens on TCP.
+    # The first TCP connection must find the database and the user: they are made
+    # before any server listens.
     wait_for(lambda: port_open(port) or db.proc.poll() is not None, 120, "MariaDB on TCP")
     assert db.proc.poll() is None, log1.read_text()
     rc, out = client("-e", "SHOW DATABASES")
@@ -391,6 +391,8 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     uid = int(Path(f"/proc/{pids[0]}/status").read_text().split("Uid:")[1].split()[0])
     assert uid == mysql_uid
     assert "GENERATED ROOT PASSWORD" not in log1.read_text() and password not in log1.read_text()
+    # The SQL file that made the user (it holds the password) is gone once mariadbd serves.
+    assert not list((root / "tmp").glob("kubeslurm-mariadb-init.*")), list((root / "tmp").iterdir())
     # mariadbd (and all it starts) inherits no password: /proc/<pid>/environ shows none
     environ = Path(f"/proc/{pids[0]}/environ").read_bytes()
     assert b"MARIADB_PASSWORD=" not in environ and password.encode() not in environ
