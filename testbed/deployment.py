@@ -243,20 +243,27 @@ def wait_usable(kube: Kube, namespace: str, cluster: str, timeout: float,
 
 def wait_reporting(kube: Kube, namespace: str, cluster: str, timeout: float, what: str,
                    report: Callable[[str], None] = print, done: Callable[[], bool] | None = None,
-                   interval: float = 2) -> float:
+                   interval: float = 2, report_every: float = 0) -> float:
     """Waits until done() holds (default: the cluster is usable, readiness()), never silently:
     each change of the cluster's state (its and its NodeSets' Ready messages, which name Pending
     pods with the scheduler's reason, and the pods' states) is reported as it happens, and after
-    `timeout` it gives up with DeploymentError carrying the last state. Returns the seconds waited."""
+    `timeout` it gives up with DeploymentError carrying the last state. Returns the seconds waited.
+    With done() given, report_every > 0 reads that state (four kubectl calls) at most once per
+    report_every seconds, so a benchmark can poll done() often without those calls pacing it."""
     t0 = time.monotonic()
-    last = {"line": None}
+    last = {"line": None, "read_at": None}
 
     def check() -> bool:
-        ok, line = readiness(kube, namespace, cluster)
-        if line != last["line"]:
-            report(f"[{time.monotonic() - t0:5.0f} s] {line}")
-            last["line"] = line
-        return done() if done is not None else ok
+        now = time.monotonic()
+        if done is None or last["read_at"] is None or now - last["read_at"] >= report_every:
+            ok, line = readiness(kube, namespace, cluster)
+            last["read_at"] = now
+            if line != last["line"]:
+                report(f"[{now - t0:5.0f} s] {line}")
+                last["line"] = line
+            if done is None:
+                return ok
+        return done()
 
     wait_for(check, timeout, what, interval=interval, error=DeploymentError,
              details=lambda: f"{last['line']}; see `kubectl describe slurmcluster,nodesets -n {namespace}` and "

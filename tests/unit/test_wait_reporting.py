@@ -1,0 +1,71 @@
+"""testbed.deployment.wait_reporting: how often it reads the cluster's state while it waits.
+
+The benchmark polls sinfo every 0.5 s (as its native half does); reading the cluster's state
+(four kubectl calls) on every poll made each round ~2.5 s, so the moment the nodes were idle
+was seen late. report_every bounds those reads; without done() the state is what is waited for.
+"""
+
+import pytest
+
+from testbed import deployment
+
+
+@pytest.fixture
+def states(monkeypatch):
+    """The readiness() answers, one per call: (usable, line); records each call."""
+    calls = []
+    answers = {"next": iter(())}
+
+    def readiness(kube, namespace, cluster):
+        calls.append((namespace, cluster))
+        return next(answers["next"], (False, "still starting"))
+
+    monkeypatch.setattr(deployment, "readiness", readiness)
+
+    def given(*answer_list):
+        answers["next"] = iter(answer_list)
+        return calls
+    return given
+
+
+def done_after(polls: int):
+    seen = {"n": 0}
+
+    def done() -> bool:
+        seen["n"] += 1
+        return seen["n"] >= polls
+    return done, seen
+
+
+def test_report_every_bounds_the_state_reads_between_polls(states):
+    calls = states()
+    done, seen = done_after(6)
+    reports = []
+    deployment.wait_reporting(None, "ns", "c", 30, "idle", report=reports.append, done=done,
+                              interval=0.01, report_every=60)
+    assert seen["n"] == 6
+    assert len(calls) == 1  # the first poll reads it, the next five are within 60 s
+    assert len(reports) == 1 and "still starting" in reports[0]
+
+
+def test_without_report_every_each_poll_reads_the_state_and_reports_changes(states):
+    calls = states((False, "a"), (False, "a"), (False, "b"))
+    done, seen = done_after(3)
+    reports = []
+    deployment.wait_reporting(None, "ns", "c", 30, "idle", report=reports.append, done=done, interval=0.01)
+    assert len(calls) == 3 and seen["n"] == 3
+    assert [r.split("] ", 1)[1] for r in reports] == ["a", "b"]  # a change is reported once
+
+
+def test_without_done_the_state_is_what_is_waited_for_and_report_every_does_not_skip_it(states):
+    calls = states((False, "x"), (False, "x"), (True, "usable"))
+    deployment.wait_reporting(None, "ns", "c", 30, "usable", report=lambda line: None, interval=0.01,
+                              report_every=60)
+    assert len(calls) == 3
+
+
+def test_a_wait_that_does_not_end_names_the_last_state(states):
+    states()
+    with pytest.raises(deployment.DeploymentError, match="still starting"):
+        deployment.wait_reporting(None, "ns", "c", 0.2, "idle", report=lambda line: None,
+                                  done=lambda: False, interval=0.05, report_every=60)
