@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from testbed.local_cluster import running_local_cluster
 
-        with running_local_cluster(NODES) as cluster:
+        with running_local_cluster(NODES, min_nodes=NODES) as cluster:  # the pods spread as measured
             k8s = kubernetes_half(Kube(str(cluster.kubeconfig_path)), True, args.manifest, args.jobs)
 
     from benchmarks.native_slurm import run_native_bench
