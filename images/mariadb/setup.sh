@@ -17,7 +17,7 @@ install -d -o mysql -g mysql -m 0755 /run/mysqld
 
 # Debian's 50-server.cnf binds to 127.0.0.1; in a pod the Service must reach it.
 # Files in mariadb.conf.d are read in order, so 99- wins. The entrypoint's
-# bootstrap server adds --skip-networking, which overrides bind-address.
+# first initialisation (mariadb-install-db, mariadbd --bootstrap) never listens.
 # Pod IPs change, so names are not resolved (the grants use '%' anyway).
 # No log_error is set anywhere: the log goes to stderr, the container log.
 cat > /etc/mysql/mariadb.conf.d/99-kubeslurm.cnf <<'CNF'
