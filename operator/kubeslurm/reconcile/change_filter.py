@@ -12,8 +12,9 @@ nothing a reconcile looks at:
 Like controller-runtime's GenerationChangedPredicate, but for the fields kubeslurm reads: a
 digest per object of those fields, and an event passes when its object's digest differs from
 the one last seen (the first event of an object always passes, and so does a deletion, which
-forgets the object; a relist's event of an object seen unchanged does not). The periodic resync reconciles anyway, so a change this
-missed would wait at most RESYNC_SECONDS; it cannot miss one the digest holds.
+forgets the object; a relist's event of an object seen unchanged does not). The periodic resync
+reconciles anyway, so a change this missed would wait at most RESYNC_SECONDS; it cannot miss one
+the digest holds.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ scale-down of 1000 pods, kopf's share of the operator's CPU was over a third (py
 bench-scale). Here each selection is one list and then a watch from the list's resourceVersion
 with the selector in the request, read and decoded one event at a time in a thread of its own,
 then dropped (the owned pods' watch keeps a trimmed copy in a PodCache, which the reconcile
-reads instead of listing them: pod_cache.py). The field
-selector `spec.schedulerName!=default-scheduler` is as close as the API server gets to "starts
-with kubeslurm-" (it compares whole values); the few pods of other schedulers it lets through
-are passed over by their handler.
+reads instead of listing them: pod_cache.py). The field selector
+`spec.schedulerName!=default-scheduler` is as close as the API server gets to "starts with
+kubeslurm-" (it compares whole values); the few pods of other schedulers it lets through are
+passed over by their handler.
 
 A watch that ends (the server's timeout, a lost connection) starts again from the last
 resourceVersion seen (bookmarks keep it fresh); a version the server no longer has (410 Gone)
