@@ -28,6 +28,10 @@
 # Started as root it takes ownership of the data directory and mariadbd drops to
 # user mysql itself (--user=mysql); started as another user it runs as that user.
 # Options are read with the `--name=value` spelling (--datadir=, --socket=).
+#
+# Unless TLS is configured (--ssl*/--tls* options, as arguments or in a config
+# file), mariadbd serves TLS with an EC key and self-signed certificate made on the
+# first start and kept in the data directory (kubeslurm-tls-*.pem).
 set -eu
 
 log() { printf "kubeslurm-mariadb-entrypoint: %s\n" "$*" >&2; }
@@ -168,6 +172,37 @@ if [ -e "$datadir/.kubeslurm-initialising" ]; then
 fi
 if [ ! -d "$datadir/mysql" ]; then
     initialise "$@"
+fi
+
+# TLS. Without a certificate configured, MariaDB 11.4+ makes a new self-signed RSA
+# one at every start: 0.2 s of CPU here, over a second while a new cluster's other
+# pods start beside it, on its critical path (slurmdbd, slurmctld and every slurmd
+# wait for this server). An EC P-256 key and certificate serve clients the same way
+# (11.x clients check a self-signed certificate by its fingerprint and the
+# password) and take milliseconds; made once, kept beside the data (mysql's, mode
+# 0600) and made again before they expire. TLS options given as arguments or in a
+# config file (my_print_defaults, as mariadbd reads them) are left alone.
+tls_configured() {
+    for arg in "$@" $(my_print_defaults --mysqld); do
+        case "$arg" in --ssl*|--skip-ssl*|--disable-ssl*|--tls*) return 0 ;; esac
+    done
+    return 1
+}
+if ! tls_configured "$@"; then
+    tls_key=$datadir/kubeslurm-tls-key.pem
+    tls_cert=$datadir/kubeslurm-tls-cert.pem
+    if ! openssl x509 -checkend 86400 -noout -in "$tls_cert" >/dev/null 2>&1 || [ ! -s "$tls_key" ]; then
+        if ! out=$(umask 077; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+                -subj "/CN=kubeslurm-mariadb" -keyout "$tls_key.new" -out "$tls_cert.new" 2>&1); then
+            printf "%s\n" "$out" >&2
+            die "making the server's TLS key and certificate with openssl failed (output above)"
+        fi
+        [ -z "$user_opt" ] || chown mysql:mysql "$tls_key.new" "$tls_cert.new"
+        mv -f "$tls_key.new" "$tls_key"
+        mv -f "$tls_cert.new" "$tls_cert"
+        log "made the server's TLS key and certificate (EC P-256, 10 years): $tls_cert"
+    fi
+    set -- "$@" --ssl-key="$tls_key" --ssl-cert="$tls_cert"
 fi
 
 # shellcheck disable=SC2086

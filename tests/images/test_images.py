@@ -234,7 +234,8 @@ def test_mariadb_layer_contract(layers):
     assert not [n for n in e if n.startswith("var/lib/mysql/")], "the image must ship an empty data dir"
     ep = e["usr/local/bin/kubeslurm-mariadb-entrypoint"]
     assert ep.isreg() and ep.mode & 0o755 == 0o755 and ep.uid == 0
-    for cmd in ("usr/bin/mariadb-admin", "usr/bin/mariadb", "usr/sbin/mariadbd", "usr/bin/mariadb-install-db"):
+    for cmd in ("usr/bin/mariadb-admin", "usr/bin/mariadb", "usr/sbin/mariadbd", "usr/bin/mariadb-install-db",
+                "usr/bin/openssl", "usr/bin/my_print_defaults"):
         assert cmd in e, cmd
     assert b"bind-address = 0.0.0.0" in files["etc/mysql/mariadb.conf.d/99-kubeslurm.cnf"]
 
@@ -396,6 +397,17 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     # mariadbd (and all it starts) inherits no password: /proc/<pid>/environ shows none
     environ = Path(f"/proc/{pids[0]}/environ").read_bytes()
     assert b"MARIADB_PASSWORD=" not in environ and password.encode() not in environ
+    # TLS with the entrypoint's EC key and certificate, made once beside the data (not MariaDB's RSA
+    # one made at every start): mysql's own, mode 0600.
+    rc, out = client("-e", "SHOW STATUS LIKE 'Ssl_cipher'")
+    assert rc == 0 and len(out.split()) == 2, out
+    assert "made the server's TLS key and certificate" in log1.read_text()
+    tls_key, tls_cert = (root / "var/lib/mysql" / f"kubeslurm-tls-{part}.pem" for part in ("key", "cert"))
+    for path in (tls_key, tls_cert):
+        assert path.stat().st_uid == mysql_uid and path.stat().st_mode & 0o777 == 0o600, path
+    rc, out = run_in_root(root, ["openssl", "x509", "-in", "/var/lib/mysql/kubeslurm-tls-cert.pem", "-noout", "-text"])
+    assert rc == 0 and "id-ecPublicKey" in out, out
+    first_cert = tls_cert.read_bytes()
 
     # slurmdbd.conf cannot carry that password (Slurm's parser eats the \); the
     # operator generates URL-safe ones (secrets.token_urlsafe), so switch to such.
@@ -423,15 +435,17 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     shutil.rmtree(slurm_root / "etc/slurm", ignore_errors=True)
     (slurm_root / "etc/slurm").mkdir()
     make_empty_dirs(slurm_root, acct, objects)
-    # The init waits for the database Service named in its env; here the database is MariaDB on 127.0.0.1:port.
     init = acct["initContainers"][0]
-    init_env = {e["name"]: e["value"] for e in init["env"]}
-    assert init_env == {"DATABASE_HOST": "research-database", "DATABASE_PORT": "3306"}, "the init no longer waits for the database"
-    init_env.update(DATABASE_HOST="127.0.0.1", DATABASE_PORT=str(port))
-    rc, out = run_in_root(slurm_root, init["command"], timeout=60, env=init_env)
+    rc, out = run_in_root(slurm_root, init["command"], timeout=60)
     assert rc == 0, out
+    # slurmdbd's container waits for the database Service named in its env, then runs slurmdbd
+    # and watches it listen; here the database is MariaDB on 127.0.0.1:port.
+    container = acct["containers"][0]
+    dbd_env = {e["name"]: e["value"] for e in container["env"]}
+    assert dbd_env == {"DATABASE_HOST": "research-database", "DATABASE_PORT": "3306", "SLURMDBD_PORT": "6819"}
+    dbd_env.update(DATABASE_HOST="127.0.0.1", DATABASE_PORT=str(port), SLURMDBD_PORT=str(dbd_port))
     dbd_log = tmp_path / "slurmdbd.log"
-    dbd = root_processes(slurm_root, acct["containers"][0]["command"], log=dbd_log)
+    dbd = root_processes(slurm_root, container["command"], env=dbd_env, log=dbd_log)
     try:
         wait_for(lambda: port_open(dbd_port) or dbd.proc.poll() is not None, 60, "slurmdbd to listen")
     except AssertionError as e:
@@ -453,6 +467,7 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     db2 = root_processes(root, entrypoint + args, env=env, log=log2)
     wait_for(lambda: port_open(port) or db2.proc.poll() is not None, 120, "MariaDB after a restart")
     assert "initialising" not in log2.read_text()
+    assert "made the server's TLS key" not in log2.read_text() and tls_cert.read_bytes() == first_cert
     rc, out = client("-e", f"SHOW TABLES FROM {env['MARIADB_DATABASE']}")
     assert rc == 0 and "cluster_table" in out.split(), out
 

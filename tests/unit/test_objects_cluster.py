@@ -440,26 +440,34 @@ def test_no_account_users_no_user_volumes():
 
 
 def test_slurmdbd_starts_only_once_the_database_accepts_connections():
+    """In slurmdbd's own container, not an init container (whose exit the kubelet notices only at
+    its next relist); the script's behaviour: test_slurmdbd_start.py."""
     objects = everything()
     pod = find(objects, "StatefulSet", "research-accounting")["spec"]["template"]["spec"]
-    script = pod["initContainers"][0]["command"][-1]
+    [slurmdbd] = pod["containers"]
+    assert slurmdbd["command"][:2] == ["/bin/bash", "-c"] and slurmdbd["command"][3:] == ["slurmdbd-start", "slurmdbd", "-D"]
+    script = slurmdbd["command"][2]
     # the address reaches the shell as data (env), never as script text
-    assert {"name": "DATABASE_HOST", "value": "research-database"} in pod["initContainers"][0]["env"]
-    assert {"name": "DATABASE_PORT", "value": "3306"} in pod["initContainers"][0]["env"]
-    assert """until timeout 3 bash -c '< "/dev/tcp/$1/$2"' wait-for-database "$DATABASE_HOST" "$DATABASE_PORT" """ in script
+    assert {"name": "DATABASE_HOST", "value": "research-database"} in slurmdbd["env"]
+    assert {"name": "DATABASE_PORT", "value": "3306"} in slurmdbd["env"]
+    assert {"name": "SLURMDBD_PORT", "value": str(naming.SLURMDBD_PORT)} in slurmdbd["env"]
+    assert """until timeout 3 bash -c '< "/dev/tcp/$0/$1"' "$DATABASE_HOST" "$DATABASE_PORT" """ in script
     assert "research-database" not in script
-    # the key and slurmdbd.conf are installed first; the wait ends the script
-    assert script.index("/etc/slurm-key/slurm.key") < script.index("/dev/tcp")
-    assert script.rstrip().endswith("done")
+    assert script.index('"$DATABASE_PORT"') < script.index('"$@" &')
+    # the init container only installs the key and slurmdbd.conf
+    [init] = pod["initContainers"]
+    assert "/dev/tcp" not in init["command"][-1] and "/etc/slurm-key/slurm.key" in init["command"][-1]
 
 
 def test_slurmdbd_is_restarted_when_it_never_listens():
     sts = find(everything(), "StatefulSet", "research-accounting")
     [slurmdbd] = sts["spec"]["template"]["spec"]["containers"]
+    # generous: a schema conversion after an upgrade also runs before slurmdbd listens
+    assert "if [ $tries -ge 1500 ]; then" in slurmdbd["command"][2]
+    # the startup probe counts the wait for the database too: only a last resort
     probe = slurmdbd["startupProbe"]
     assert probe["tcpSocket"] == {"port": naming.SLURMDBD_PORT}
-    # generous: a schema conversion after an upgrade also runs before slurmdbd listens
-    assert probe["periodSeconds"] * probe["failureThreshold"] == 300
+    assert probe["periodSeconds"] * probe["failureThreshold"] == 3600
 
 
 def test_the_database_claim_belongs_to_the_cluster_not_to_its_stateful_set():
@@ -502,10 +510,12 @@ def test_only_slurmdbd_may_reach_the_database():
 
 
 def test_every_probed_daemon_turns_ready_within_a_second_of_answering_at_start():
-    """Each container with a readiness probe has a startup probe of the same check every second
-    (the kubelet runs the readiness probe as soon as it passes), so a pod is Ready about a second
-    after its daemon answers, not a readiness period later; only slurmdbd's restarts a start
-    that never listens sooner than in an hour."""
+    """Each container with a readiness probe has a startup probe every second (the kubelet runs the
+    readiness probe as soon as it passes), so a pod is Ready about a second after its daemon answers,
+    not a readiness period later: the same check, or, where the readiness check is an exec, TCP on the
+    container's port (the kubelet connects itself; an exec would start a process in the container
+    every second while the daemon waits, CPU taken from a new cluster's start chain). Each restarts
+    a start only after an hour."""
     checked = 0
     for sts in (o for o in everything() if o["kind"] == "StatefulSet"):
         for container in sts["spec"]["template"]["spec"]["containers"]:
@@ -514,10 +524,14 @@ def test_every_probed_daemon_turns_ready_within_a_second_of_answering_at_start()
                 continue
             startup = container["startupProbe"]
             check = {k: v for k, v in readiness.items() if k in ("exec", "tcpSocket", "httpGet")}
-            assert {k: startup[k] for k in check} == check, (sts["metadata"]["name"], container["name"])
+            if "exec" in check:
+                [port] = [p["containerPort"] for p in container["ports"]]
+                check = {"tcpSocket": {"port": port}}
+            assert {k: startup.get(k) for k in check} == check, (sts["metadata"]["name"], container["name"])
+            assert "exec" not in startup
             assert startup["periodSeconds"] == 1 and readiness["periodSeconds"] >= 10
             window = startup["periodSeconds"] * startup["failureThreshold"]
-            assert window == (300 if container["name"] == "slurmdbd" else 3600), (container["name"], window)
+            assert window == 3600, (container["name"], window)
             checked += 1
     assert checked >= 5  # MariaDB, slurmdbd, slurmctld, slurmd (two NodeSets), login's sackd
 
@@ -549,3 +563,17 @@ def test_the_users_lines_add_each_table_user_the_image_lacks_with_a_0700_home(tm
     alice = (tmp_path / "home" / "alice").stat()
     assert (alice.st_uid, alice.st_gid, alice.st_mode & 0o777) == (420207, 420207, 0o700)
     assert (tmp_path / "home" / "bob").stat().st_uid == 0
+
+
+def test_claims_are_applied_first_and_the_start_chain_in_its_order():
+    """A pod made before its claim is bound fails to schedule and waits out a scheduler back-off;
+    the head of a new cluster's start chain (MariaDB, slurmdbd, slurmctld, slurmd) is made first."""
+    objects = everything()
+    kinds = [o["kind"] for o in objects]
+    claims = kinds.count("PersistentVolumeClaim")
+    assert claims >= 2 and kinds[:claims] == ["PersistentVolumeClaim"] * claims, kinds
+    assert {naming.database_data_claim("research"), naming.controller_state_claim("research")} <= {
+        o["metadata"]["name"] for o in objects[:claims]}
+    statefulsets = [o["metadata"]["name"] for o in objects if o["kind"] == "StatefulSet"]
+    assert statefulsets[:3] == [naming.database_statefulset("research"), naming.accounting_statefulset("research"),
+                                naming.controller_statefulset("research")], statefulsets

@@ -401,7 +401,12 @@ def pod_exec_runner(api_client, namespace: str, pod: str, container: str) -> Cal
         )
         response.run_forever(timeout=timeout)
         stdout, stderr = response.read_stdout() or "", response.read_stderr() or ""
-        code = response.returncode
+        try:
+            code = response.returncode
+        except (ValueError, KeyError, IndexError, TypeError) as error:
+            # The error channel holds a failure that is no exit status (the container went away,
+            # e.g. while its namespace is deleted): the client's parse of it fails. A failed command.
+            code, stderr = None, f"{stderr}the exec failed: {error}\n"
         response.close()
         return subprocess.CompletedProcess(argv, code if code is not None else 1, stdout, stderr)
 

@@ -112,19 +112,18 @@ def cluster_objects(
         users = slurm_pod.unix_users(cluster)
     files = render_config_files(cluster, node_sets, placements)
     sssd_hash = _sssd_hash(cluster, directory_files, config_hash_key)
-    objects = [slurm_config_map(cluster, files)]
+    # Claims first: the provisioner binds them while the rest is applied. A pod created
+    # before its claim is bound fails to schedule and waits out the scheduler's back-off
+    # (a second); on a new cluster that was MariaDB's pod, at the head of the start chain.
+    objects = [controller_state_claim(cluster)]
+    if cluster.spec.accounting.enabled and cluster.spec.accounting.database.internal is not None:
+        objects.append(database_data_claim(cluster))
+    objects += storage_claims(cluster)
+    objects.append(slurm_config_map(cluster, files))
     if users:
         objects.append(slurm_pod.unix_users_config_map(cluster, users))
     if sssd_hash is not None:
         objects.append(sssd_config_secret(cluster, dict(directory_files)))
-    objects += [
-        controller_state_claim(cluster),
-        controller_service(cluster),
-        *controller_address_services(cluster),
-        controller_stateful_set(cluster, files, users=users, sssd_hash=sssd_hash),
-    ]
-    if cluster.spec.controller.backup:
-        objects.append(controller_disruption_budget(cluster))
     accounting = cluster.spec.accounting
     if accounting.enabled:
         if database_password is None:
@@ -139,18 +138,25 @@ def cluster_objects(
                 "and is never hashed without a key"
             )
         slurmdbd_conf = render_slurmdbd_conf(cluster, database_password)
+        # In the order of the start chain (MariaDB, slurmdbd, slurmctld, slurmd): its head's pod is made first.
+        if accounting.database.internal is not None:
+            objects += [
+                database_service(cluster), database_address_service(cluster),
+                database_stateful_set(cluster), database_network_policy(cluster),
+            ]
         objects += [
             accounting_config_secret(cluster, slurmdbd_conf),
             accounting_service(cluster),
             accounting_address_service(cluster),
             accounting_stateful_set(cluster, slurmdbd_conf, config_hash_key, users=users, sssd_hash=sssd_hash),
         ]
-        if accounting.database.internal is not None:
-            objects += [
-                database_data_claim(cluster), database_service(cluster), database_address_service(cluster),
-                database_stateful_set(cluster), database_network_policy(cluster),
-            ]
-    objects += storage_claims(cluster)
+    objects += [
+        controller_service(cluster),
+        *controller_address_services(cluster),
+        controller_stateful_set(cluster, files, users=users, sssd_hash=sssd_hash),
+    ]
+    if cluster.spec.controller.backup:
+        objects.append(controller_disruption_budget(cluster))
     objects += [login_service(cluster), login_stateful_set(cluster, users=users, sssd_hash=sssd_hash)]
     if cluster.spec.login.ssh.enabled:
         objects.append(ssh_service(cluster))

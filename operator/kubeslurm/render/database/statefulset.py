@@ -26,7 +26,7 @@ from kubeslurm.api import SlurmCluster
 from kubeslurm.render.config.slurmdbd_conf import database_connection
 from kubeslurm.render.k8s import labels, naming
 from kubeslurm.render.k8s.metadata import object_meta
-from kubeslurm.render.k8s.pods import pod_spec, pod_template, startup_probe
+from kubeslurm.render.k8s.pods import pod_spec, pod_template, tcp_startup
 from kubeslurm.render.k8s.secrets import DATABASE_PASSWORD_KEY
 from kubeslurm.render.k8s.statefulset import persistent_volume_claim_spec, stateful_set
 
@@ -76,7 +76,10 @@ def database_stateful_set(cluster: SlurmCluster) -> dict:
         # `ping` succeeds when the server answers the MySQL protocol, even with access
         # denied, so it needs no password; TCP is up only after initialisation.
         "readinessProbe": {**ping_check(), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
-        "startupProbe": startup_probe(ping_check()),
+        # Until the first start: TCP, which mariadbd opens only after initialising (as above).
+        # The kubelet connects itself, where an exec probe starts a process in the container each
+        # second, CPU taken from the initialisation it waits for.
+        "startupProbe": tcp_startup(naming.MARIADB_PORT),
         "volumeMounts": [
             {"name": DATA_VOLUME, "mountPath": DATA_DIR},
             {"name": PASSWORD_VOLUME, "mountPath": PASSWORD_DIR, "readOnly": True},

@@ -168,7 +168,11 @@ def _slurmd_container(cluster: SlurmCluster, node_set: NodeSet) -> dict:
         "ports": [{"name": "slurmd", "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(quantities), "limits": dict(quantities)},
         "readinessProbe": readiness_probe(),
-        "startupProbe": pods.startup_probe({"exec": readiness_probe()["exec"]}),
+        # Until the first start, TCP: slurmd listens once it has its config and serves RPCs, and
+        # the readiness check runs as soon as this passes. The kubelet connects itself, where an
+        # exec check starts scontrol in the container every second while slurmd waits for
+        # slurmctld: on a new cluster, CPU taken from the start chain it waits for.
+        "startupProbe": pods.tcp_startup(naming.SLURMD_PORT),
         "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", PRE_STOP]}}},
         "securityContext": security,
         "volumeMounts": [
