@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -39,11 +41,12 @@ from kubeslurm import ownership  # noqa: E402
 from benchmarks.startup_timeline import at, describe, pod_stages, startup_timeline  # noqa: E402
 from testbed import deployment  # noqa: E402
 from testbed.deployment import OPERATOR_NAMESPACE, OPERATOR_RELEASE  # noqa: E402
-from testbed.kubectl import Kube  # noqa: E402
+from testbed.kubectl import Kube, kubectl_binary  # noqa: E402
 
 NAMESPACE = "bench"
 IDLE_SAMPLE_SECONDS = 30
 IDLE_POLL_SECONDS = 0.5  # = testbed.waiting.wait_for's default interval, what the native half polls sinfo at
+IDLE_CHECK_SECONDS = 0.05  # how often the wait looks at IdleWatch's answer (a flag; costs nothing)
 REPORT_SECONDS = 10
 NODES = 4
 
@@ -80,19 +83,57 @@ def cpu_percent(before: dict, after: dict) -> float:
     return 100 * (after["cpu_s"] - before["cpu_s"]) / max(after["t"] - before["t"], 1e-9)
 
 
-def wait_idle(kube: Kube, names: set[str], timeout: float = 900) -> None:
-    def idle() -> bool:
-        result = kube.exec(NAMESPACE, "research-login-0", "login", ["sinfo", "-N", "-h", "-o", "%N %t"],
-                           check=False, timeout=30)
-        states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
-        return result.returncode == 0 and all(states.get(n) == "idle" for n in names)
+class IdleWatch:
+    """Whether every one of `names` is idle in sinfo, from one `kubectl exec` into the login pod that
+    runs sinfo every IDLE_POLL_SECONDS, as the native half runs it on its login host; started again
+    while the pod or its container is not there yet. A `kubectl exec` per poll (a kubectl, an exec
+    through the API server, kubelet and runtime) cost the machine about 0.2 CPU-s a second, taken
+    from the start it measured."""
 
+    SCRIPT = 'while :; do sinfo -N -h -o "%N %t" 2>/dev/null; echo .; sleep "$0"; done'
+
+    def __init__(self, kube: Kube, names: set[str]):
+        self.kube, self.names = kube, names
+        self.idle, self.stopped = threading.Event(), threading.Event()
+        self.proc: subprocess.Popen | None = None
+        self.thread = threading.Thread(target=self._follow, name="idle-watch", daemon=True)
+        self.thread.start()
+
+    def _follow(self) -> None:
+        while not self.stopped.is_set():
+            self.proc = subprocess.Popen(
+                [self.kube.binary or kubectl_binary(), f"--kubeconfig={self.kube.kubeconfig}", "exec", "-n", NAMESPACE,
+                 "research-login-0", "-c", "login", "--", "sh", "-c", self.SCRIPT, str(IDLE_POLL_SECONDS)],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            states: dict[str, str] = {}
+            for line in self.proc.stdout:
+                if line.strip() == ".":  # the end of one sinfo
+                    if all(states.get(n) == "idle" for n in self.names):
+                        self.idle.set()
+                    states = {}
+                elif len(line.split()) == 2:
+                    node, state = line.split()
+                    states[node] = state
+            self.proc.wait()
+            self.stopped.wait(IDLE_POLL_SECONDS)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self.thread.join(timeout=30)
+
+
+def wait_idle(kube: Kube, names: set[str], timeout: float = 900) -> None:
     # Not silently: a scale-up whose pods cannot schedule says so (the NodeSet's Ready message) as it waits.
-    # sinfo is asked as often as the native half asks it (testbed.waiting's 0.5 s); the cluster's state
-    # (four kubectl calls, ~1 s) only every REPORT_SECONDS: read every time, it made each round ~2.5 s
-    # and the idle nodes were seen on average over a second late.
-    deployment.wait_reporting(kube, NAMESPACE, "research", timeout, f"nodes {sorted(names)} idle", report=say,
-                              done=idle, interval=IDLE_POLL_SECONDS, report_every=REPORT_SECONDS)
+    # The cluster's state (four kubectl calls, ~1 s) is read only every REPORT_SECONDS: read every time,
+    # it made each round ~2.5 s and the idle nodes were seen on average over a second late.
+    watch = IdleWatch(kube, names)
+    try:
+        deployment.wait_reporting(kube, NAMESPACE, "research", timeout, f"nodes {sorted(names)} idle", report=say,
+                                  done=watch.idle.is_set, interval=IDLE_CHECK_SECONDS, report_every=REPORT_SECONDS)
+    finally:
+        watch.stop()
 
 
 def with_cpu_replicas(manifest: Path, replicas: int) -> list[dict]:

@@ -249,9 +249,11 @@ def wait_reporting(kube: Kube, namespace: str, cluster: str, timeout: float, wha
     pods with the scheduler's reason, and the pods' states) is reported as it happens, and after
     `timeout` it gives up with DeploymentError carrying the last state. Returns the seconds waited.
     With done() given, report_every > 0 reads that state (four kubectl calls) at most once per
-    report_every seconds, so a benchmark can poll done() often without those calls pacing it."""
+    report_every seconds, the first after report_every, so a benchmark can poll done() often
+    without those calls pacing it or loading the start it measures; a wait that gives up reads it then."""
     t0 = time.monotonic()
-    last = {"line": None, "read_at": None}
+    deferred = done is not None and report_every > 0
+    last = {"line": None, "read_at": t0 if deferred else None}
 
     def check() -> bool:
         now = time.monotonic()
@@ -265,7 +267,10 @@ def wait_reporting(kube: Kube, namespace: str, cluster: str, timeout: float, wha
                 return ok
         return done()
 
-    wait_for(check, timeout, what, interval=interval, error=DeploymentError,
-             details=lambda: f"{last['line']}; see `kubectl describe slurmcluster,nodesets -n {namespace}` and "
-                             f"`kubectl logs -n {OPERATOR_NAMESPACE} deploy/{OPERATOR_RELEASE}`")
+    def details() -> str:
+        line = last["line"] if last["line"] is not None else readiness(kube, namespace, cluster)[1]
+        return (f"{line}; see `kubectl describe slurmcluster,nodesets -n {namespace}` and "
+                f"`kubectl logs -n {OPERATOR_NAMESPACE} deploy/{OPERATOR_RELEASE}`")
+
+    wait_for(check, timeout, what, interval=interval, error=DeploymentError, details=details)
     return time.monotonic() - t0

@@ -123,7 +123,7 @@ class LocalCluster:
                 self._say(f"node {node.name}: containerd, kubelet, kube-proxy, fake GPU plugin")
                 starter.start(node)
             self._wait_nodes_ready()
-            self._say("addons: CoreDNS, default StorageClass")
+            self._say("addons: CoreDNS, default StorageClass, nodes may read volume sources")
             self._apply_addons()
             self._wait_coredns()
         except BaseException:
@@ -372,6 +372,7 @@ class LocalCluster:
             IMAGE=system_images.COREDNS_IMAGE, DNS_IP=DNS_IP, DOMAIN=DOMAIN, REPLICAS=min(2, len(self.nodes)))
         self.kubectl("apply", "-f", "-", input=coredns)
         self.kubectl("apply", "-f", str(HERE / "addons" / "storage.yaml"))
+        self.kubectl("apply", "-f", str(HERE / "addons" / "node-volume-sources.yaml"))
 
     def _wait_coredns(self, timeout: float = 120) -> None:
         def ready() -> bool:

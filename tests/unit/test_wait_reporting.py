@@ -44,8 +44,25 @@ def test_report_every_bounds_the_state_reads_between_polls(states):
     deployment.wait_reporting(None, "ns", "c", 30, "idle", report=reports.append, done=done,
                               interval=0.01, report_every=60)
     assert seen["n"] == 6
-    assert len(calls) == 1  # the first poll reads it, the next five are within 60 s
-    assert len(reports) == 1 and "still starting" in reports[0]
+    assert calls == []  # all six polls came within the first 60 s: nothing read, nothing loaded
+    assert reports == []
+
+
+def test_with_report_every_the_state_is_read_once_per_period_the_first_after_one(states, monkeypatch):
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(deployment.time, "monotonic", lambda: clock["now"])
+    calls = states((False, "a"), (False, "b"))
+    polls = {"n": 0}
+
+    def done() -> bool:  # each poll is 4 s after the one before
+        polls["n"] += 1
+        clock["now"] += 4
+        return polls["n"] >= 7
+    reports = []
+    deployment.wait_reporting(None, "ns", "c", 300, "idle", report=reports.append, done=done,
+                              interval=0.001, report_every=10)
+    # polls at +0, +4, +8, +12 (read: 10 s or more after the start), +16, +20, +24 (read: 12 s after it)
+    assert len(calls) == 2 and [r.split("] ", 1)[1] for r in reports] == ["a", "b"]
 
 
 def test_without_report_every_each_poll_reads_the_state_and_reports_changes(states):
