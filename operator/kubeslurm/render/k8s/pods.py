@@ -46,13 +46,14 @@ PATIENT_START_SECONDS = 3600
 
 
 def startup_probe(check: dict, within_seconds: int = PATIENT_START_SECONDS) -> dict:
-    """The readiness check, every second, until it first passes. Why: the kubelet runs the
-    readiness probe at once when the startup probe passes (prober_manager.UpdatePodStatus
-    triggers it), so the pod turns Ready within about a second of its daemon answering instead
-    of up to a readiness period (10-15 s) later; at start that wait adds up along the chain
-    MariaDB -> slurmdbd -> slurmctld -> slurmd. After it passes it stops: the steady cost is the
-    readiness probe's. The kubelet restarts the container when the check has not passed within
-    within_seconds."""
+    """The readiness check (or one that passes at the same moment and costs less: TCP on the
+    daemon's port where readiness is an exec), every second, until it first passes. Why: the
+    kubelet runs the readiness probe at once when the startup probe passes
+    (prober_manager.UpdatePodStatus triggers it), so the pod turns Ready within about a second
+    of its daemon answering instead of up to a readiness period (10-15 s) later; at start that
+    wait adds up along the chain MariaDB -> slurmdbd -> slurmctld -> slurmd. After it passes it
+    stops: the steady cost is the readiness probe's. The kubelet restarts the container when the
+    check has not passed within within_seconds."""
     return {**check, "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": within_seconds}
 
 
