@@ -115,8 +115,10 @@ def cluster_objects(
     # Claims first: the provisioner binds them while the rest is applied. A pod created
     # before its claim is bound fails to schedule and waits out the scheduler's back-off
     # (a second); on a new cluster that was MariaDB's pod, at the head of the start chain.
+    accounting = cluster.spec.accounting
+    internal_database = accounting.enabled and accounting.database.internal is not None
     objects = [controller_state_claim(cluster)]
-    if cluster.spec.accounting.enabled and cluster.spec.accounting.database.internal is not None:
+    if internal_database:
         objects.append(database_data_claim(cluster))
     objects += storage_claims(cluster)
     objects.append(slurm_config_map(cluster, files))
@@ -124,7 +126,6 @@ def cluster_objects(
         objects.append(slurm_pod.unix_users_config_map(cluster, users))
     if sssd_hash is not None:
         objects.append(sssd_config_secret(cluster, dict(directory_files)))
-    accounting = cluster.spec.accounting
     if accounting.enabled:
         if database_password is None:
             raise ValueError(
@@ -139,7 +140,7 @@ def cluster_objects(
             )
         slurmdbd_conf = render_slurmdbd_conf(cluster, database_password)
         # In the order of the start chain (MariaDB, slurmdbd, slurmctld, slurmd): its head's pod is made first.
-        if accounting.database.internal is not None:
+        if internal_database:
             objects += [
                 database_service(cluster), database_address_service(cluster),
                 database_stateful_set(cluster), database_network_policy(cluster),
