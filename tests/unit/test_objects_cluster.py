@@ -105,7 +105,7 @@ def test_pods_select_by_their_template_labels():
             assert selector.pop("statefulset.kubernetes.io/pod-name") == "research-controller-0"
         assert selector.items() <= pod_labels.items(), name
         # Not-ready pods too: each daemon listens only once it can serve (its readiness is that
-        # listening), and whoever waits for it polls the address (slurmdbd's init, a first slurmctld).
+        # listening), and whoever waits for it polls the address (slurmdbd's container, a first slurmctld).
         assert spec["publishNotReadyAddresses"] is True, name
 
 
