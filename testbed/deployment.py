@@ -20,7 +20,7 @@ import yaml
 from kubeslurm.render.bridge.bridged_nodes import BRIDGE_NODE_KEY
 from testbed import REPO
 from testbed.helm import build_helm
-from testbed.kubectl import Kube
+from testbed.kubectl import Kube, KubectlError
 from testbed.local_cluster.layout import KUBECONFIG, Node
 from testbed.waiting import wait_for
 
@@ -268,7 +268,12 @@ def wait_reporting(kube: Kube, namespace: str, cluster: str, timeout: float, wha
         return done()
 
     def details() -> str:
-        line = last["line"] if last["line"] is not None else readiness(kube, namespace, cluster)[1]
+        line = last["line"]
+        if line is None:  # deferred and never read: read it now, without hiding what timed out
+            try:
+                line = readiness(kube, namespace, cluster)[1]
+            except KubectlError as error:
+                line = f"the cluster's state could not be read ({error})"
         return (f"{line}; see `kubectl describe slurmcluster,nodesets -n {namespace}` and "
                 f"`kubectl logs -n {OPERATOR_NAMESPACE} deploy/{OPERATOR_RELEASE}`")
 

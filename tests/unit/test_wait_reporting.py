@@ -86,3 +86,17 @@ def test_a_wait_that_does_not_end_names_the_last_state(states):
     with pytest.raises(deployment.DeploymentError, match="still starting"):
         deployment.wait_reporting(None, "ns", "c", 0.2, "idle", report=lambda line: None,
                                   done=lambda: False, interval=0.05, report_every=60)
+
+
+def test_a_wait_that_gives_up_before_any_read_still_says_what_it_waited_for(monkeypatch):
+    """The deferred first read happens at the give-up; if the API cannot answer then, the error is
+    still the wait's, naming what was waited for and why the state is missing."""
+    from testbed.kubectl import KubectlError
+
+    def readiness(kube, namespace, cluster):
+        raise KubectlError("kubectl get slurmcluster c exited 1: connection refused")
+
+    monkeypatch.setattr(deployment, "readiness", readiness)
+    with pytest.raises(deployment.DeploymentError, match="idle(.|\n)*could not be read.*connection refused"):
+        deployment.wait_reporting(None, "ns", "c", 0.2, "idle", report=lambda line: None,
+                                  done=lambda: False, interval=0.05, report_every=60)
