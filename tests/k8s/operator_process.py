@@ -16,6 +16,7 @@ from testbed.waiting import wait_for
 RBAC = REPO / "deploy" / "rbac.yaml"
 OPERATOR_NAMESPACE = "kubeslurm-system"
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:kubeslurm-operator"
+NEW_CLUSTER_SECONDS = 10  # KUBESLURM_NEW_CLUSTER_SECONDS of the operator under test (60 s by default)
 
 
 class OperatorProcess:
@@ -32,7 +33,9 @@ class OperatorProcess:
         self.metrics_port = free_port()
 
     def start(self) -> None:
-        env = dict(os.environ, KUBESLURM_RESYNC_SECONDS=str(self.resync_seconds))
+        # A new cluster waits this long for the NodeSets its partitions name (awaited_node_sets.py),
+        # so a test sees the InvalidSpec that follows without waiting the default minute.
+        env = dict(os.environ, KUBESLURM_RESYNC_SECONDS=str(self.resync_seconds), KUBESLURM_NEW_CLUSTER_SECONDS=str(NEW_CLUSTER_SECONDS))
         env.pop("KUBECONFIG", None)
         # Recorded beside its log, and killed with the test session even when that is killed.
         self.supervisor = Supervisor(self.log_path.with_suffix(".processes.json"), die_with_parent=True)

@@ -17,7 +17,7 @@ from kubeslurm.render.slurm_pod import table_digest
 
 from testbed.waiting import wait_for
 
-from .operator_process import OPERATOR_NAMESPACE, OPERATOR_USER, RBAC, REPO, OperatorProcess, eventually
+from .operator_process import NEW_CLUSTER_SECONDS, OPERATOR_NAMESPACE, OPERATOR_USER, RBAC, REPO, OperatorProcess, eventually
 
 pytestmark = pytest.mark.k8s
 EXAMPLE = REPO / "examples" / "research.yaml"
@@ -465,17 +465,33 @@ def test_node_set_without_cluster_gets_a_clear_condition_and_nothing_is_created(
     assert get(cp, "statefulset", "h100", namespace) is None
 
 
-def test_partition_naming_a_missing_node_set_degrades_and_creates_nothing(operator, control_plane, namespace):
+def test_partition_naming_a_missing_node_set_waits_while_new_then_degrades_and_creates_nothing(operator, control_plane, namespace):
+    """The cluster's first reconciles may come before its NodeSets are created (one `kubectl
+    apply -f` creates them one after the other): while the cluster is new that is waited for
+    (Ready False, WaitingForNodeSets, no Warning); a NodeSet still missing later is InvalidSpec."""
     cp = control_plane
     cluster, gpu, _ = documents_in(namespace)  # no cpu NodeSet, yet partition cpu names it
     cp.kubectl("apply", "-f", "-", input=as_yaml([cluster, gpu]))
+    created = time.monotonic()
+
+    def waiting_for_cpu():
+        # a reconcile before NodeSet h100 was created waited for both
+        ready = condition(get(cp, "slurmcluster", "research", namespace), "Ready")
+        return ready if ready["reason"] == "WaitingForNodeSets" and "NodeSet 'cpu', not created yet" in ready["message"] else None
+    waiting = eventually(waiting_for_cpu, timeout=NEW_CLUSTER_SECONDS, what="Ready WaitingForNodeSets naming cpu")
+    assert waiting["status"] == "False", waiting
+    degraded = condition(get(cp, "slurmcluster", "research", namespace), "Degraded")
+    assert not degraded or degraded["status"] != "True", degraded
+    assert "InvalidSpec" not in cp.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    assert get(cp, "configmap", "research-slurm-config", namespace) is None
 
     def degraded_on_cpu():
         # A reconcile that ran before the operator's watch delivered NodeSet h100 rightly names
         # partitions[0] first; the level it settles on names only the NodeSet that is missing.
         found = condition(get(cp, "slurmcluster", "research", namespace), "Degraded")
         return found if found and "'cpu'" in found["message"] else None
-    degraded = eventually(degraded_on_cpu, what="Degraded naming NodeSet cpu")
+    degraded = eventually(degraded_on_cpu, timeout=NEW_CLUSTER_SECONDS + 60, what="Degraded naming NodeSet cpu")
+    assert time.monotonic() - created >= NEW_CLUSTER_SECONDS - 2  # the API server's clock starts it
     assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec"
     assert "spec.partitions[1].nodeSets" in degraded["message"] and "(NodeSets: h100)" in degraded["message"]
     assert get(cp, "statefulset", "research-controller", namespace) is None

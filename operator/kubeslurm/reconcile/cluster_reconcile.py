@@ -31,6 +31,7 @@ from ..render.k8s.name_collisions import name_collisions, object_label
 from ..render.k8s.secrets import AUTH_KEY_BYTES
 from . import secret_trust
 from .apply_objects import apply_desired, prune_device_plugin, prune_undesired
+from .awaited_node_sets import WAITING_FOR_NODE_SETS, age_seconds, awaited_node_sets, waiting_message
 from .bridge_step import BridgePodNamespaces, BridgeStep, SlurmdAccess
 from .directory_settings import read_directory_settings
 from .directory_users import DirectoryChecks, check_directory_users
@@ -107,8 +108,11 @@ class ClusterReconciler:
                         except (ApiException, SlurmCommandError, RenderError, ValueError) as error:
                             raise StepFailed(step_name, f"{step_name}Failed", _short(error)) from error
             except StepFailed as failure:
-                log.warning("reconcile %s/%s failed at %s: %s", namespace, name, failure.step, failure.message)
-                self.events.warning(raw, failure.reason, f"step {failure.step}: {failure.message}")
+                if failure.waiting:
+                    log.info("reconcile %s/%s waits at %s: %s", namespace, name, failure.step, failure.message)
+                else:
+                    log.warning("reconcile %s/%s failed at %s: %s", namespace, name, failure.step, failure.message)
+                    self.events.warning(raw, failure.reason, f"step {failure.step}: {failure.message}")
                 write_status(self.api, run, failure)
                 raise
             write_status(self.api, run, None)
@@ -143,6 +147,9 @@ class ClusterReconciler:
                                         or bridged_node_set_problem(run.cluster, state.model))
             if conflict:
                 state.model, state.error = None, f"NodeSet {meta['namespace']}/{state.raw['metadata']['name']}: {conflict}"
+        awaited = awaited_node_sets(run.cluster, [s.raw["metadata"]["name"] for s in run.node_sets], age_seconds(run.raw))
+        if awaited:
+            raise StepFailed("LoadSpec", WAITING_FOR_NODE_SETS, waiting_message(run.cluster, awaited), waiting=True)
 
     def check_storage(self, run: Run) -> None:
         """The claims spec.storage names exist and many pods may mount them (storage_check);

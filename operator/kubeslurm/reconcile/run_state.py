@@ -14,9 +14,12 @@ from .state_volume import StateVolumeProblem, VolumeUsage
 
 
 class StepFailed(Exception):
-    def __init__(self, step: str, reason: str, message: str):
+    """A step that stopped the run. `waiting`: for something expected to come (awaited_node_sets),
+    said in Ready without a Warning Event and without Degraded."""
+
+    def __init__(self, step: str, reason: str, message: str, *, waiting: bool = False):
         super().__init__(f"{step}: {message}")
-        self.step, self.reason, self.message = step, reason, message
+        self.step, self.reason, self.message, self.waiting = step, reason, message, waiting
 
 
 @dataclass

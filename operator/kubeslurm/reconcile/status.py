@@ -70,7 +70,8 @@ def cluster_status(run: Run, failure: StepFailed | None, old: dict) -> SlurmClus
         fields["unixIds"] = unix_ids
     broken = [s for s in run.node_sets if s.error]
     degraded = None
-    if failure is not None:
+    waiting = failure is not None and failure.waiting
+    if failure is not None and not waiting:
         degraded = (failure.reason, f"step {failure.step}: {failure.message}")
     elif broken:
         degraded = ("NodeSetInvalid", "; ".join(s.error for s in broken))
@@ -83,9 +84,10 @@ def cluster_status(run: Run, failure: StepFailed | None, old: dict) -> SlurmClus
         old.get("conditions", []),
         run.raw["metadata"].get("generation"),
         ready=ready,
-        ready_reason="SlurmUp" if ready else ("ReconcileFailed" if failure else "SlurmNotAnswering"),
+        ready_reason="SlurmUp" if ready else (
+            failure.reason if waiting else "ReconcileFailed" if failure else "SlurmNotAnswering"),
         ready_message="slurmctld answers and every object is applied" if ready else (
-            "" if failure or broken else _slurmctld_message(run)),
+            failure.message if waiting else "" if failure or broken else _slurmctld_message(run)),
         progressing="; ".join(run.progressing) or None,
         degraded=degraded,
     )
