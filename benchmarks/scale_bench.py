@@ -62,6 +62,7 @@ from benchmarks.figures import Figure, dump, table  # noqa: E402
 from kubeslurm.api import load_documents  # noqa: E402
 from kubeslurm.render.k8s import naming  # noqa: E402
 from kubeslurm.render.slurmd.node import slurmd_conf_line  # noqa: E402
+from kubeslurm.reconcile.periodic_readings import READ_EVERY_SECONDS  # noqa: E402
 from kubeslurm.reconcile.slurm_hostlist import compress  # noqa: E402
 from testbed import native_slurm  # noqa: E402
 from testbed.control_plane.audit import per_cycle  # noqa: E402
@@ -86,6 +87,7 @@ WAIT_SECONDS = 900
 RECONCILE_TARGET_S = {1000: 1.0, 5000: 5.0}
 MEMORY_TARGET_MIB = 150  # at 1000 nodes
 SCALE_RATIO_TARGET = 1.2
+PERIODIC_COMMANDS = ("sdiag", "df")  # the commands' metric labels of periodic_readings' reads
 
 
 def say(msg: str) -> None:
@@ -551,8 +553,12 @@ def figures(r: dict) -> list[Figure]:
     memory, peaks = r["memory"], r["memory_peaks"]
     peak = max(peaks.values())
     at_small = f"at {SMALL} pods"
+    # sdiag and df run at most every READ_EVERY_SECONDS whatever the reconciles (periodic_readings.py):
+    # per reconcile they count as 0 or 1 by when the five reconciles fell; the others run at each.
     small_commands, big_commands, burst_commands = (
-        sum(x["slurm_commands_per_reconcile"].values()) for x in (small, big, burst))
+        sum(n for c, n in x["slurm_commands_per_reconcile"].items() if c not in PERIODIC_COMMANDS)
+        for x in (small, big, burst))
+    periodic = f"; {' and '.join(PERIODIC_COMMANDS)} at most every {READ_EVERY_SECONDS:g} s"
     return [
         Figure(f"no-op reconcile, {n} slurmd pods (kwok): API reads", f"as many as {at_small}",
                f"{big['reads_per_reconcile']:.1f}", f"{small['reads_per_reconcile']:.1f} {at_small}",
@@ -564,8 +570,8 @@ def figures(r: dict) -> list[Figure]:
                f"{big['seconds_per_reconcile']:.2f} s", f"{small['seconds_per_reconcile']:.2f} s {at_small}",
                met=big["seconds_per_reconcile"] <= reconcile_target),
         Figure(f"no-op reconcile, {n} slurmd pods: Slurm commands", f"as many as {at_small}",
-               f"{big_commands:.1f} ({', '.join(sorted(big['slurm_commands_per_reconcile']))})",
-               f"{small_commands:.1f} {at_small}", met=big_commands <= small_commands),
+               f"{big_commands:.1f} ({', '.join(sorted(set(big['slurm_commands_per_reconcile']) - set(PERIODIC_COMMANDS)))}"
+               f"{periodic})", f"{small_commands:.1f} {at_small}", met=big_commands <= small_commands),
         Figure(f"no-op reconcile, {n} slurmd pods and {BURST_JOBS} jobs queued: time", f"<= {reconcile_target:g} s",
                f"{burst['seconds_per_reconcile']:.2f} s", f"{big['seconds_per_reconcile']:.2f} s with no job queued",
                f"{burst['seconds_per_reconcile'] / big['seconds_per_reconcile']:.2f}x",
