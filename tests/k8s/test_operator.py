@@ -508,8 +508,11 @@ def test_owned_slurm_conf_key_is_refused_with_what_to_change(operator, control_p
     docs = documents_in(namespace)
     docs[0]["spec"]["slurmConf"] = {"SchedulerType": "sched/builtin"}
     apply_example(cp, namespace, docs)
-    obj = eventually(lambda: condition(get(cp, "slurmcluster", "research", namespace), "Degraded") and get(cp, "slurmcluster", "research", namespace), what="Degraded")
-    message = condition(obj, "Degraded")["message"]
+    def degraded():
+        # (Degraded False first while the first reconcile waited for the NodeSets: awaited_node_sets.py)
+        found = condition(get(cp, "slurmcluster", "research", namespace), "Degraded")
+        return found if found and found["status"] == "True" else None
+    message = eventually(degraded, what="Degraded")["message"]
     assert "spec.slurmConf.SchedulerType" in message and "spec.scheduling.backfill" in message
 
 
