@@ -625,7 +625,10 @@ def test_an_object_someone_else_made_under_our_name_is_not_taken_over(operator, 
     assert degraded["status"] == "True", degraded
     assert "ConfigMap" in degraded["message"] and "research-slurm-config" in degraded["message"], degraded
     assert get(cp, "configmap", "research-slurm-config", namespace)["data"] == planted["data"]
-    assert get(cp, "statefulset", "research-controller", namespace) is None  # nothing applied after the refusal
+    # Nothing applied, not even what comes before the ConfigMap in the apply order: every object is
+    # checked before the first apply.
+    assert get(cp, "statefulset", "research-controller", namespace) is None
+    assert get(cp, "persistentvolumeclaim", "research-controller-state", namespace) is None
 
 
 def test_uids_are_recorded_in_status_and_kept_across_adds_and_removes(operator, control_plane, namespace):

@@ -2,7 +2,8 @@
 
 Both work from the one listing of the cluster's objects taken at the start of the
 reconcile (run.live). An existing object that the cluster does not own (planted, or
-made by another tool) is never applied over: the step fails naming it. An object is applied only when the live one does not already
+made by another tool) is never applied over: the step fails naming it, before it applies
+anything. An object is applied only when the live one does not already
 contain every desired field, so a steady cluster costs no writes. Pruning deletes only
 objects that the cluster or one of its NodeSets owns (an object with our labels that
 someone else made is not ours to delete), with a uid precondition, and never the
@@ -14,24 +15,51 @@ from ..render.bridge.device_plugin import DEVICE_PLUGIN_KINDS, device_plugin_nam
 from .drift import contains
 from .events import EventRecorder
 from .kube_api import KubeApi
+from .requests_at_once import each_at_once
 from .run_state import Run, StepFailed
 
 
+# The waves of an apply, each sent side by side (requests_at_once.py): claims first, so that the
+# provisioner binds them while the rest goes (a pod made before its claim is bound fails to
+# schedule and waits out the scheduler's back-off, a second); then everything pods mount or run
+# as (ConfigMaps, Secrets, ServiceAccounts, Services...); then what makes pods, in the order of
+# the start chain.
+APPLY_WAVES = (frozenset({"PersistentVolumeClaim"}), None, frozenset({"StatefulSet", "DaemonSet"}))
+
+
 def apply_desired(api: KubeApi, run: Run) -> None:
+    """Every object checked first (one someone else made stops the step before anything is
+    applied), then what differs applied in APPLY_WAVES."""
     namespace = run.cluster.metadata.namespace
     ours = _our_uids(run)
+
+    def remember(obj: dict, answer: dict | None) -> None:
+        run.live[_key(obj)] = answer
+
+    # Not listed (a kind we do not list, or not labelled ours): look.
+    unseen = [obj for obj in run.desired if _key(obj) not in run.live]
+    each_at_once(lambda obj: api.get(ownership.kind_of(obj), namespace, obj["metadata"]["name"]), unseen, remember)
+    changed = []
     for obj in run.desired:
-        key = (obj["kind"], obj["metadata"]["name"])
-        kind = ownership.kind_of(obj)
-        if key not in run.live:  # not listed (a kind we do not list, or not labelled ours): look
-            run.live[key] = api.get(kind, namespace, obj["metadata"]["name"])
-        current = run.live.get(key)
+        current = run.live.get(_key(obj))
         if current is not None and obj["kind"] != "NodeSet" and not _kept_by_us(current, obj):
             # (the spec names its NodeSets: ours to own)
-            _refuse_foreign(current, key, namespace, ours)
-        if current is not None and contains(current, obj):
-            continue
-        run.live[key] = api.apply(obj)
+            _refuse_foreign(current, _key(obj), namespace, ours)
+        if current is None or not contains(current, obj):
+            changed.append(obj)
+    for wave in apply_waves(changed):
+        each_at_once(api.apply, wave, remember)
+
+
+def apply_waves(objects: list[dict]) -> list[list[dict]]:
+    """objects in APPLY_WAVES, each wave in the objects' order (None: every kind no other wave takes)."""
+    named = frozenset().union(*(kinds for kinds in APPLY_WAVES if kinds is not None))
+    return [[obj for obj in objects if (obj["kind"] not in named if kinds is None else obj["kind"] in kinds)]
+            for kinds in APPLY_WAVES]
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
 
 
 def _our_uids(run: Run) -> set[str]:

@@ -42,6 +42,7 @@ from .pod_cache import PodCache
 from .publish_metrics import publish_cluster_metrics
 from .record_unix_ids import record_unix_ids
 from .replacement import avoided_nodes
+from .requests_at_once import each_at_once
 from .run_state import NodeSetState, Run, StepFailed
 from .scale_down import plan_scale
 from .slurm_control import SlurmCommandError, SlurmControl, jobs_holding
@@ -236,9 +237,12 @@ class ClusterReconciler:
         """Every Kubernetes read the later steps need, once: the cluster's listed objects,
         its slurmd pods, the Kubernetes nodes under them and the controller pods."""
         ns, name = run.cluster.metadata.namespace, run.cluster.metadata.name
-        for kind in ownership.LISTED_KINDS:
-            for obj in self.api.list(kind, ns, ownership.cluster_selector(name)):
+
+        def listed(kind: ownership.Kind, objects: list[dict]) -> None:
+            for obj in objects:
                 run.live[(kind.kind, obj["metadata"]["name"])] = obj
+        each_at_once(lambda kind: self.api.list(kind, ns, ownership.cluster_selector(name)), ownership.LISTED_KINDS,
+                     listed)
         for state in run.node_sets:
             run.live[("NodeSet", state.raw["metadata"]["name"])] = state.raw
         run.slurmd_pods = self.read_pods(ns, ownership.cluster_selector(name, ownership.SLURMD))
