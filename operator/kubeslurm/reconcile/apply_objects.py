@@ -105,7 +105,7 @@ def _refuse_foreign(current: dict, key: tuple[str, str], namespace: str, ours: s
 
 def prune_undesired(api: KubeApi, events: EventRecorder, run: Run) -> None:
     namespace = run.cluster.metadata.namespace
-    wanted = {(o["kind"], o["metadata"]["name"]) for o in run.desired}
+    wanted = {_key(obj) for obj in run.desired}
     # What an invalid NodeSet made keeps running until its spec is fixed: pruning its
     # StatefulSet would kill its jobs over a typo.
     owners = {run.raw["metadata"]["uid"]} | {s.raw["metadata"]["uid"] for s in run.node_sets if s.error is None}
