@@ -167,6 +167,17 @@ def test_statefulset_names_pods_after_the_node_set():
     assert statefulset["spec"]["replicas"] == 2
 
 
+def test_the_service_selects_the_node_sets_pods_by_one_label():
+    """One label (labels.node_set_service_selector): the endpoint controllers match it against
+    every pod of the namespace at each sync; it is one of the StatefulSet's own selector labels,
+    so it selects that NodeSet's pods and no others."""
+    objects = objects_of()
+    selector = objects["Service"]["spec"]["selector"]
+    assert selector == {labels.NODE_SET: "h100"}
+    assert selector.items() <= objects["StatefulSet"]["spec"]["selector"]["matchLabels"].items()
+    assert selector.items() <= objects["StatefulSet"]["spec"]["template"]["metadata"]["labels"].items()
+
+
 def test_replicas_may_be_held_while_draining():
     assert objects_of(replicas=5)["StatefulSet"]["spec"]["replicas"] == 5
 

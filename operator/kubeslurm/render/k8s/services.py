@@ -17,7 +17,8 @@ def headless_service(
     publish_not_ready: bool,
     node_set: str | None = None,
 ) -> dict:
-    spec: dict = {"clusterIP": "None", "selector": labels.selector_labels(cluster, component, node_set)}
+    selector = labels.selector_labels(cluster, component) if node_set is None else labels.node_set_service_selector(node_set)
+    spec: dict = {"clusterIP": "None", "selector": selector}
     if publish_not_ready:  # false is the default, which the API server does not echo back
         spec["publishNotReadyAddresses"] = True
     if ports:
