@@ -22,12 +22,13 @@ The cluster has NodeSets of up to 1000 slurmd pods (the API's limit is 1024 per 
 - scale-up 0 -> N (`kubectl scale nodeset`, until every NodeSet is Ready with N ready pods) and
   scale-down N -> 0 (the drain protocol on idle nodes: drained, replicas lowered, pods gone,
   node records deleted), each against bare StatefulSets of the same pod template (each with its
-  governing headless Service, as the NodeSet's has) scaled the
-  same way in the same run (until ready / until their pods are gone), at its start and again at
-  its end: scale-up is compared with the round just before it, scale-down with the one just
-  after it (the control plane has carried the whole run's churn by then, and runs slower);
-- the Slurm commands of that scale-down: one scontrol for many nodes, not one per node;
-- a no-op reconcile at N pods again with a burst of BURST_JOBS queued (held) jobs in slurmctld:
+  governing headless Service, as the NodeSet's has) scaled the same way in the same run (until
+  ready / until their pods are gone), in alternating rounds (--rounds, 3): bare up and down,
+  NodeSets up and down, ..., a last bare round; each NodeSet round is compared with the mean of
+  the bare rounds before and after it, and the target with the median of the rounds' ratios
+  (benchmarks/round_ratios.py: one round alone is too noisy on this machine);
+- the Slurm commands of each scale-down: one scontrol for many nodes, not one per node;
+- (in the first round) a no-op reconcile at N pods again with a burst of BURST_JOBS queued (held) jobs in slurmctld:
   the operator reads jobs with one squeue, never one by one, so its time must stay within the
   same target.
 
@@ -45,6 +46,7 @@ import math
 import os
 import shutil
 import signal
+import statistics
 import sys
 import time
 from contextlib import ExitStack
@@ -59,6 +61,7 @@ os.environ.setdefault("KUBESLURM_K8S_STATE_DIR", str(WORK / "state"))
 import yaml  # noqa: E402
 
 from benchmarks.figures import Figure, dump, table  # noqa: E402
+from benchmarks.round_ratios import round_ratios  # noqa: E402
 from kubeslurm.api import load_documents  # noqa: E402
 from kubeslurm.render.k8s import naming  # noqa: E402
 from kubeslurm.render.slurmd.node import slurmd_conf_line  # noqa: E402
@@ -87,6 +90,10 @@ WAIT_SECONDS = 900
 RECONCILE_TARGET_S = {1000: 1.0, 5000: 5.0}
 MEMORY_TARGET_MIB = 150  # at 1000 nodes
 SCALE_RATIO_TARGET = 1.2
+# Rounds of the scale-up and scale-down (and of the bare StatefulSets beside them): one round's
+# ratio moved by 0.3 between runs on this 2-core machine (the bare scale-down of 1000 pods took
+# 8.6-15.9 s); the target is checked against the median of the rounds' ratios.
+ROUNDS = 3
 PERIODIC_COMMANDS = ("sdiag", "df")  # the commands' metric labels of periodic_readings' reads
 
 
@@ -120,8 +127,9 @@ def replicas_of(nodes: int) -> dict[str, int]:
 
 
 class Bench:
-    def __init__(self, nodes: int, stack: ExitStack):
+    def __init__(self, nodes: int, stack: ExitStack, rounds: int = ROUNDS):
         self.nodes = nodes
+        self.rounds = rounds
         self.stack = stack
         self.replicas = replicas_of(nodes)
         self.results: dict = {"nodes": nodes}
@@ -321,21 +329,21 @@ class Bench:
             os.kill(self.operator.popen.pid, signal.SIGUSR2)
             time.sleep(1)  # it has dumped before the next phase's reconciles
 
-    def bare_round(self, names: list[str], when: str) -> None:
-        """The bare StatefulSets scaled 0 -> N -> 0, timed like the NodeSets: results["bare"][when]."""
+    def bare_round(self, names: list[str], number: int) -> None:
+        """The bare StatefulSets scaled 0 -> N -> 0, timed like the NodeSets: results["bare"][number - 1]."""
         shares = list(self.replicas.values())
         up = self.timed(
-            f"bare StatefulSets 0 -> {self.nodes} pods ready ({when})",
+            f"bare StatefulSets 0 -> {self.nodes} pods ready (round {number})",
             lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, f"--replicas={c}") for n, c in zip(names, shares)],
             lambda: self.statefulsets_at(names, shares))
         down, timeline = self.timed_operator(
-            f"bare StatefulSets {self.nodes} -> 0 pods ({when})",
+            f"bare StatefulSets {self.nodes} -> 0 pods (round {number})",
             lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, "--replicas=0") for n in names],
             lambda: self.statefulsets_at(names, [0] * len(names)))
-        self.results.setdefault("bare", {})[when] = {"up_s": up, "down_s": down,
-                                                     "last_pod_deleted_s": timeline["last_pod_deleted_s"],
-                                                     "cpu_by_program": timeline["cpu_by_program"]}
-        self.end_memory_phase(f"bare StatefulSets ({when})")
+        self.results.setdefault("bare", []).append({"up_s": up, "down_s": down,
+                                                    "last_pod_deleted_s": timeline["last_pod_deleted_s"],
+                                                    "cpu_by_program": timeline["cpu_by_program"]})
+        self.end_memory_phase(f"bare StatefulSets {number}")
 
     def bare_statefulsets(self) -> list[str]:
         """A StatefulSet per NodeSet with the operator's pod template, under labels the operator does not
@@ -445,9 +453,7 @@ class Bench:
     def run(self) -> dict:
         r = self.results
         self.start()
-
         names = self.bare_statefulsets()
-        self.bare_round(names, "before")
 
         # The reference for what must not grow: a no-op reconcile with a few slurmd pods.
         self.register(replicas_of(SMALL))
@@ -460,13 +466,43 @@ class Bench:
                  "back to 0 slurmd pods and node records", interval=1)
         self.end_memory_phase(f"{SMALL} pods")
 
+        # Rounds: the bare StatefulSets up and down, then the NodeSets up and down; a last bare
+        # round after them, so that each NodeSet scale-down has a bare one on either side.
+        for number in range(1, self.rounds + 1):
+            self.bare_round(names, number)
+            self.node_set_round(number)
+        self.bare_round(names, self.rounds + 1)
+        self.cp.kubectl("delete", "statefulset,service", *names, "-n", NAMESPACE)
+        say(f"operator memory peak by phase (MiB): {r['memory_peaks']}")
+        return r
+
+    def node_set_round(self, number: int) -> None:
+        """The NodeSets scaled 0 -> N -> 0 (results["rounds"]); in the first round, at N pods, the
+        no-op reconciles, the memory and the burst of queued jobs."""
+        r, round_ = self.results, {}
         self.register(self.replicas)
         say(f"slurmctld holds {self.slurm_node_count()} node records")
-        r["up_s"], r["up_operator"] = self.timed_operator(
-            f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready",
+        round_["up_s"], round_["up_operator"] = self.timed_operator(
+            f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready (round {number})",
             lambda: self.scale_node_sets(self.replicas), lambda: self.node_sets_ready(self.nodes))
+        self.end_memory_phase(f"scale-up {number}")
+        if number == 1:
+            self.steady_at_n_pods()
 
-        self.end_memory_phase("scale-up")
+        before = self.slurm_commands(self.scrape())
+        round_["down_s"], round_["down_operator"] = self.timed_operator(
+            f"kubectl scale nodeset {self.nodes} -> 0: drained, pods gone, node records deleted (round {number})",
+            lambda: self.scale_node_sets({name: 0 for name in self.replicas}),
+            lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0)
+        after = self.slurm_commands(self.scrape())
+        round_["down_reconciles"] = round_["down_operator"]["reconciles"]
+        round_["down_commands"] = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0)}
+        say(f"scale-down: {round_['down_reconciles']:.0f} reconciles, Slurm commands {round_['down_commands']}")
+        self.end_memory_phase(f"scale-down {number}")
+        r.setdefault("rounds", []).append(round_)
+
+    def steady_at_n_pods(self) -> None:
+        r = self.results
         r["idle_n"] = self.no_op_reconcile(self.nodes)
         r["memory"] = self.operator_memory()
         self.end_memory_phase(f"no-op reconciles at {self.nodes} pods")
@@ -483,24 +519,6 @@ class Bench:
         self.slurm.run(self.slurm.controller, ["scancel", "--user", BURST_USER], timeout=300)
         wait_for(lambda: not self.slurm.run(self.slurm.controller, ["squeue", "--noheader", "--user", BURST_USER],
                                             timeout=60).stdout.strip(), WAIT_SECONDS, "the burst cancelled", interval=2)
-
-        before = self.slurm_commands(self.scrape())
-        r["down_s"], r["down_operator"] = self.timed_operator(
-            f"kubectl scale nodeset {self.nodes} -> 0: drained, pods gone, node records deleted",
-            lambda: self.scale_node_sets({name: 0 for name in self.replicas}),
-            lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0)
-        after = self.slurm_commands(self.scrape())
-        r["down_reconciles"] = r["down_operator"]["reconciles"]
-        r["down_commands"] = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0)}
-        say(f"scale-down: {r['down_reconciles']:.0f} reconciles, Slurm commands {r['down_commands']}")
-        self.end_memory_phase("scale-down")
-        # The bare StatefulSets again, right after: the reference of the scale-down is the round
-        # nearest to it in time (the control plane has carried the whole run's churn by then).
-        self.bare_round(names, "after")
-        self.cp.kubectl("delete", "statefulset,service", *names, "-n", NAMESPACE)
-        r["bare_up_s"], r["bare_down_s"] = r["bare"]["before"]["up_s"], r["bare"]["after"]["down_s"]
-        say(f"operator memory peak by phase (MiB): {r['memory_peaks']}")
-        return r
 
 
 def cpu_by_program() -> dict[str, float]:
@@ -548,8 +566,11 @@ def operator_share(what: str, timeline: dict) -> Figure:
 def figures(r: dict) -> list[Figure]:
     n, small, big, burst = r["nodes"], r["idle_small"], r["idle_n"], r["idle_burst"]
     reconcile_target = RECONCILE_TARGET_S[1000 if n <= 1000 else 5000]
-    up, down = r["up_s"] / r["bare_up_s"], r["down_s"] / r["bare_down_s"]
-    batched = sum(v for c, v in r["down_commands"].items() if c in ("scontrol update", "scontrol delete"))
+    rounds, bare = r["rounds"], r["bare"]
+    up, down = round_ratios(rounds, bare, "up_s"), round_ratios(rounds, bare, "down_s")
+    batched = max(sum(v for c, v in x["down_commands"].items() if c in ("scontrol update", "scontrol delete"))
+                  for x in rounds)
+    most_reconciles = max(x["down_reconciles"] for x in rounds)
     memory, peaks = r["memory"], r["memory_peaks"]
     peak = max(peaks.values())
     at_small = f"at {SMALL} pods"
@@ -586,23 +607,36 @@ def figures(r: dict) -> list[Figure]:
         Figure("operator memory peak (VmHWM) over the whole run", f"<= {MEMORY_TARGET_MIB} MiB" if n <= 1000 else "-",
                f"{peak:.0f} MiB", "by phase: " + ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items()),
                met=peak <= MEMORY_TARGET_MIB if n <= 1000 else None),
-        Figure(f"scale-up 0 -> {n} (kwok), NodeSets Ready", f"<= {SCALE_RATIO_TARGET}x", f"{r['up_s']:.1f} s",
-               f"bare StatefulSets, same pods, just before: {r['bare_up_s']:.1f} s "
-               f"({r['bare']['after']['up_s']:.1f} s at the end of the run)", f"{up:.2f}x", up <= SCALE_RATIO_TARGET),
-        operator_share("scale-up", r["up_operator"]),
-        Figure(f"scale-down {n} -> 0: drained, pods gone, records deleted", f"<= {SCALE_RATIO_TARGET}x", f"{r['down_s']:.1f} s",
-               f"bare StatefulSets, same pods, just after: {r['bare_down_s']:.1f} s, last pod deleted "
-               f"+{r['bare']['after']['last_pod_deleted_s'] or 0:.1f} s ({r['bare']['before']['down_s']:.1f} s at the start "
-               "of the run)", f"{down:.2f}x", down <= SCALE_RATIO_TARGET),
-        operator_share("scale-down", r["down_operator"]),
-        Figure("scontrol update/delete in that scale-down", "batched, not one per node",
-               f"{batched:.0f} in {r['down_reconciles']:.0f} reconciles", f"{n} nodes", met=batched < n / 10),
+        Figure(f"scale-up 0 -> {n} (kwok), NodeSets Ready", f"<= {SCALE_RATIO_TARGET}x (median of {len(rounds)} rounds)",
+               seconds_of(rounds, "up_s"), bare_rounds(bare, "up_s"),
+               up.text(), up.median <= SCALE_RATIO_TARGET),
+        operator_share(f"scale-up (round {up.median_round + 1})", rounds[up.median_round]["up_operator"]),
+        Figure(f"scale-down {n} -> 0: drained, pods gone, records deleted", f"<= {SCALE_RATIO_TARGET}x (median of {len(rounds)} rounds)",
+               seconds_of(rounds, "down_s"),
+               f"{bare_rounds(bare, 'down_s')}; their last pod deleted +{bare[down.median_round]['last_pod_deleted_s'] or 0:.1f} s "
+               f"and +{bare[down.median_round + 1]['last_pod_deleted_s'] or 0:.1f} s around round {down.median_round + 1}",
+               down.text(), down.median <= SCALE_RATIO_TARGET),
+        operator_share(f"scale-down (round {down.median_round + 1})", rounds[down.median_round]["down_operator"]),
+        Figure("scontrol update/delete in a scale-down", "batched, not one per node",
+               f"at most {batched:.0f}, in at most {most_reconciles:.0f} reconciles", f"{n} nodes", met=batched < n / 10),
     ]
+
+
+def bare_rounds(bare: list[dict], key: str) -> str:
+    return (f"bare StatefulSets, same pods, rounds {', '.join(f'{x[key]:.1f}' for x in bare)} s "
+            "(each NodeSet round against the mean of the bare rounds before and after it)")
+
+
+def seconds_of(rounds: list[dict], key: str) -> str:
+    """"19.3 s (rounds 19.3, 18.8, 20.1 s)": the median, then each round's."""
+    values = [x[key] for x in rounds]
+    return f"{statistics.median(values):.1f} s (rounds {', '.join(f'{v:.1f}' for v in values)} s)"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1000, help="slurmd pods (NodeSets of up to 1000)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="scale rounds (the ratios' median is the figure)")
     parser.add_argument("--json", action="store_true", help="print the figures for `make bench`")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
@@ -611,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with ExitStack() as stack:
-        results = Bench(args.nodes, stack).run()
+        results = Bench(args.nodes, stack, args.rounds).run()
     results["total_s"] = time.monotonic() - start
     print(json.dumps(results, indent=2), file=sys.stderr)
     (WORK / f"results-{args.nodes}.json").write_text(json.dumps(results, indent=2))
