@@ -30,6 +30,7 @@ from .filtered_watch import OTHER_SCHEDULERS_PODS, OWNED_OBJECTS, OWNED_PODS, Wa
 from .run_state import StepFailed
 from .slurm_access import SlurmAccess
 from .status import report_cluster_not_found
+from .wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 RESYNC_SECONDS = float(os.environ.get("KUBESLURM_RESYNC_SECONDS", "30"))
@@ -51,7 +52,7 @@ class Runtime:
         self.api: KubeApi | None = None
         self.reconciler: ClusterReconciler | None = None
         self.events: EventRecorder | None = None
-        self.wakeups: dict[tuple[str, str], threading.Event] = {}
+        self.wakeups: dict[tuple[str, str], Wakeup] = {}
         self.loops: dict[tuple[str, str], int] = {}  # running cluster_daemons by cluster (two, briefly, on a re-create)
         # cluster name -> namespaces where a pod asked for its scheduler: the bridge tells such a
         # pod in a namespace without a mapping why it waits. Grows only: a few namespaces.
@@ -91,9 +92,9 @@ class Runtime:
             if self.reconciler is not None:
                 self.reconciler.pod_cache = None  # no longer kept up to date: the reconcile lists again
 
-    def wakeup(self, namespace: str, name: str) -> threading.Event:
+    def wakeup(self, namespace: str, name: str) -> Wakeup:
         with self.lock:
-            return self.wakeups.setdefault((namespace, name), threading.Event())
+            return self.wakeups.setdefault((namespace, name), Wakeup())
 
     def nudge(self, namespace: str | None, name: str | None) -> None:
         if namespace and name:
@@ -217,6 +218,8 @@ def _reconcile_until_stopped(namespace, name, stopped):
         rest_until = ended + rest_after(ended - started)
         while not stopped and time.monotonic() < rest_until:
             time.sleep(min(0.5, max(0.0, rest_until - time.monotonic())))
+        # ... and once a burst of events settles (wakeup.py): one reconcile takes it.
+        wakeup.settle(stopped)
 
 
 def rest_after(took: float) -> float:

@@ -1,0 +1,74 @@
+"""A cluster's wake-up flag, and how long a burst of events settles before the reconcile it wakes.
+
+Watch events only wake a cluster's reconcile (handlers.py), which reads everything anew. A
+burst of them, such as the StatefulSet controller deleting 1000 slurmd pods (3000 pod events
+over some 12 s: marked for deletion, gone from kwok's or the kubelet's side, deleted), needs one
+reconcile once it calms, not one a second: each reconcile of a 1000-node cluster asks slurmctld
+for every node and job and the API server for its lists, CPU taken from the controllers doing the
+work the events report (`make bench-scale`: 12 reconciles in a scale-down of 1000 pods, their
+Slurm commands and reads some 2 CPU-s on the 2 cores the control plane needed).
+
+So a reconcile that is due (woken by an event, or its time has come) during a storm, a burst of
+at least STORM_EVENTS events each less than SETTLE_SECONDS after the one before, first waits
+until none came for SETTLE_SECONDS, at most MAX_SETTLE_SECONDS: a storm is read every few
+seconds while it lasts, and once more when it ends. A smaller burst goes at once: a cluster of a
+few pods, whose reconcile costs little, is not worth the wait (a new cluster's pods and objects
+bring a few dozen events in its first seconds, and its second reconcile applies what the first
+could not yet), nor is the first event after a quiet spell (`kubectl scale`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+SETTLE_SECONDS = 0.3
+MAX_SETTLE_SECONDS = 2.0
+STORM_EVENTS = 200  # 1000 pods deleted bring that many in under a second
+
+
+def settle_wait(now: float, due_at: float, last_event_at: float | None, burst_events: int) -> float:
+    """Seconds a reconcile due at `due_at` still waits at `now` (0: it starts), the last event
+    having come at `last_event_at` (None: none yet), the `burst_events`-th of its burst. All on
+    one monotonic clock."""
+    if last_event_at is None or burst_events < STORM_EVENTS:
+        return 0.0
+    return max(0.0, min(last_event_at + SETTLE_SECONDS, due_at + MAX_SETTLE_SECONDS) - now)
+
+
+class Wakeup:
+    """threading.Event's set/clear/wait/is_set, and when it was last set, the how-manyth of its burst."""
+
+    def __init__(self):
+        self._event = threading.Event()
+        self._lock = threading.Lock()  # the watches' threads set it side by side
+        self.last_set: float | None = None  # time.monotonic() of the last set()
+        self.burst_events = 0
+
+    def set(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            quiet = self.last_set is None or now - self.last_set >= SETTLE_SECONDS
+            self.burst_events = 1 if quiet else self.burst_events + 1
+            self.last_set = now
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def settle(self, stopped, poll_seconds: float = 0.1) -> None:
+        """Waits as settle_wait says, the events that keep coming meanwhile included; returns
+        early once `stopped` (anything true when the loop must end) is true."""
+        due_at = time.monotonic()
+        while not stopped:
+            with self._lock:
+                left = settle_wait(time.monotonic(), due_at, self.last_set, self.burst_events)
+            if left <= 0:
+                return
+            time.sleep(min(poll_seconds, left))

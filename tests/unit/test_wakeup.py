@@ -1,0 +1,93 @@
+"""A burst of watch events settles before the reconcile it wakes (reconcile/wakeup.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kubeslurm.reconcile import wakeup as wakeup_module
+from kubeslurm.reconcile.wakeup import MAX_SETTLE_SECONDS, SETTLE_SECONDS, STORM_EVENTS, Wakeup, settle_wait
+
+
+@pytest.mark.parametrize("now,due_at,last_event_at,burst_events,expected", [
+    (100.0, 100.0, None, 0, 0.0),  # due by its time (resync, again soon), no event ever: at once
+    (100.0, 100.0, 50.0, 5, 0.0),  # the last event long ago: at once
+    (100.0, 100.0, 100.0, 1, 0.0),  # the first event after a quiet spell (kubectl scale): at once
+    (100.0, 100.0, 100.0, STORM_EVENTS - 1, 0.0),  # a burst too small to wait for (a new cluster's)
+    (100.0, 100.0, 100.0, STORM_EVENTS, SETTLE_SECONDS),  # a storm, its last event just now: wait for quiet
+    (100.1, 100.0, 100.0, STORM_EVENTS, SETTLE_SECONDS - 0.1),
+    (100.0, 100.0, 99.9, 400, SETTLE_SECONDS - 0.1),  # quiet for 0.1 s already
+    # a storm: every event pushes the quiet further, but never past MAX_SETTLE_SECONDS after due
+    (100.0 + MAX_SETTLE_SECONDS - 0.05, 100.0, 100.0 + MAX_SETTLE_SECONDS - 0.05, 900, 0.05),
+    (100.0 + MAX_SETTLE_SECONDS, 100.0, 100.0 + MAX_SETTLE_SECONDS, 900, 0.0),
+    (200.0, 100.0, 199.99, 3000, 0.0),
+])
+def test_settle_wait(now, due_at, last_event_at, burst_events, expected):
+    assert settle_wait(now, due_at, last_event_at, burst_events) == pytest.approx(expected)
+
+
+def test_a_burst_is_events_less_than_the_settle_time_apart(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(wakeup_module.time, "monotonic", lambda: now[0])
+    wakeup = Wakeup()
+    counts = []
+    for at in (100.0, 100.1, 100.2, 100.2 + SETTLE_SECONDS + 0.01, 100.5 + SETTLE_SECONDS):
+        now[0] = at
+        wakeup.set()
+        counts.append(wakeup.burst_events)
+    assert counts == [1, 2, 3, 1, 2] and wakeup.last_set == 100.5 + SETTLE_SECONDS
+
+
+def test_a_flag_remembers_when_it_was_set():
+    wakeup = Wakeup()
+    assert wakeup.last_set is None and wakeup.burst_events == 0 and not wakeup.is_set()
+    before = time.monotonic()
+    wakeup.set()
+    assert wakeup.is_set() and wakeup.wait(0) and before <= wakeup.last_set <= time.monotonic()
+    wakeup.clear()
+    assert not wakeup.is_set() and not wakeup.wait(0.01)
+
+
+def test_settle_waits_out_a_storm_of_events_up_to_its_bound():
+    """A storm (events every 10 ms from another thread, for longer than the bound): settle
+    returns after MAX_SETTLE_SECONDS, not when the stream ends, and not at once."""
+    wakeup, streaming = Wakeup(), threading.Event()
+    for _ in range(STORM_EVENTS):  # the storm's beginning
+        wakeup.set()
+
+    def stream():
+        end = time.monotonic() + MAX_SETTLE_SECONDS + 1.5
+        while time.monotonic() < end:
+            wakeup.set()
+            streaming.set()
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    try:
+        streaming.wait(5)
+        start = time.monotonic()
+        wakeup.settle(stopped=False)
+        took = time.monotonic() - start
+    finally:
+        thread.join()
+    assert MAX_SETTLE_SECONDS - 0.05 <= took < MAX_SETTLE_SECONDS + 0.5
+
+
+def test_a_small_burst_goes_at_once_a_storm_waits_for_quiet_and_a_stop_waits_for_nothing():
+    wakeup = Wakeup()
+    for _ in range(STORM_EVENTS - 1):
+        wakeup.set()
+    start = time.monotonic()
+    wakeup.settle(stopped=False)
+    assert time.monotonic() - start < 0.05
+    wakeup.set()  # a storm now
+    start = time.monotonic()
+    wakeup.settle(stopped=False)
+    assert SETTLE_SECONDS - 0.05 <= time.monotonic() - start < SETTLE_SECONDS + 0.3
+    wakeup.set()
+    start = time.monotonic()
+    wakeup.settle(stopped=True)  # the daemon is stopping: no wait
+    assert time.monotonic() - start < 0.05
