@@ -40,6 +40,7 @@ import yaml  # noqa: E402
 
 from benchmarks import job_throughput  # noqa: E402
 from benchmarks.figures import Figure, dump, table  # noqa: E402
+from benchmarks.round_ratios import lower_middle, rounds_text  # noqa: E402
 from kubeslurm import ownership  # noqa: E402
 from benchmarks.startup_timeline import at, describe, pod_stages, startup_timeline  # noqa: E402
 from testbed import deployment  # noqa: E402
@@ -321,13 +322,7 @@ def figures(report: dict) -> list[Figure]:
 
 
 def median_round(rounds: list[dict], key: str) -> dict:
-    """The round whose `key` is the median (an even count: the lower middle one), whole: its
-    timeline goes with its figure."""
-    return sorted(rounds, key=lambda r: r[key])[(len(rounds) - 1) // 2]
-
-
-def rounds_text(rounds: list[dict], key: str) -> str:
-    return ", ".join(f"{r[key]:.1f}" for r in rounds) + " s"
+    return lower_middle(rounds, lambda r: r[key])
 
 
 def _stages(t: dict) -> str:

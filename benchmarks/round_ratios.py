@@ -9,7 +9,22 @@ bare round) and checks the target against the median of the rounds' ratios.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def lower_middle(items: Sequence[T], key: Callable[[T], float]) -> T:
+    """The item whose key is the median (an even count: the lower of the two middle ones), whole:
+    a round's timeline goes with its figure."""
+    return sorted(items, key=key)[(len(items) - 1) // 2]
+
+
+def rounds_text(rounds: Sequence[dict], key: str) -> str:
+    """"19.3, 18.8, 20.1 s": each round's `key`, in the rounds' order."""
+    return ", ".join(f"{r[key]:.1f}" for r in rounds) + " s"
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,4 @@ def round_ratios(rounds: list[dict], bare: list[dict], key: str) -> RoundRatios:
     if not rounds or len(bare) != len(rounds) + 1:
         raise ValueError(f"{len(rounds)} NodeSet rounds need {len(rounds) + 1} bare rounds, not {len(bare)}")
     ratios = [mine[key] / ((bare[i][key] + bare[i + 1][key]) / 2) for i, mine in enumerate(rounds)]
-    order = sorted(range(len(ratios)), key=lambda i: ratios[i])
-    middle = order[(len(order) - 1) // 2]  # an even count: the lower of the two middle ones
-    return RoundRatios(tuple(ratios), statistics.median(ratios), middle)
+    return RoundRatios(tuple(ratios), statistics.median(ratios), lower_middle(range(len(ratios)), ratios.__getitem__))

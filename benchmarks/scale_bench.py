@@ -61,7 +61,7 @@ os.environ.setdefault("KUBESLURM_K8S_STATE_DIR", str(WORK / "state"))
 import yaml  # noqa: E402
 
 from benchmarks.figures import Figure, dump, table  # noqa: E402
-from benchmarks.round_ratios import round_ratios  # noqa: E402
+from benchmarks.round_ratios import round_ratios, rounds_text  # noqa: E402
 from kubeslurm.api import load_documents  # noqa: E402
 from kubeslurm.render.k8s import naming  # noqa: E402
 from kubeslurm.render.slurmd.node import slurmd_conf_line  # noqa: E402
@@ -623,14 +623,13 @@ def figures(r: dict) -> list[Figure]:
 
 
 def bare_rounds(bare: list[dict], key: str) -> str:
-    return (f"bare StatefulSets, same pods, rounds {', '.join(f'{x[key]:.1f}' for x in bare)} s "
+    return (f"bare StatefulSets, same pods, rounds {rounds_text(bare, key)} "
             "(each NodeSet round against the mean of the bare rounds before and after it)")
 
 
 def seconds_of(rounds: list[dict], key: str) -> str:
     """"19.3 s (rounds 19.3, 18.8, 20.1 s)": the median, then each round's."""
-    values = [x[key] for x in rounds]
-    return f"{statistics.median(values):.1f} s (rounds {', '.join(f'{v:.1f}' for v in values)} s)"
+    return f"{statistics.median(x[key] for x in rounds):.1f} s (rounds {rounds_text(rounds, key)})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,3 +38,10 @@ def test_two_rounds_name_the_lower_middle_one():
 def test_every_round_needs_a_bare_round_on_either_side(bare):
     with pytest.raises(ValueError, match="bare rounds"):
         round_ratios(MINE, bare, "down_s")
+
+
+def test_the_lower_middle_and_the_rounds_text():
+    from benchmarks.round_ratios import lower_middle, rounds_text
+    assert lower_middle([{"s": 3.0}, {"s": 1.0}, {"s": 2.0}], lambda r: r["s"]) == {"s": 2.0}
+    assert lower_middle([{"s": 3.0}, {"s": 1.0}], lambda r: r["s"]) == {"s": 1.0}
+    assert rounds_text([{"s": 5.25}, {"s": 6.4}], "s") == "5.2, 6.4 s"
