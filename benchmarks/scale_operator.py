@@ -94,7 +94,25 @@ class ReconcileProfile:
             self.profile.clear()
 
 
+def name_os_threads() -> None:
+    """Each thread started from here on carries its Python name (15 characters) in the kernel too, where
+    the benchmark reads each thread's CPU (/proc/PID/task/TID: scale_bench.operator_cpu_by_thread)."""
+    import ctypes
+    import threading
+
+    set_name = ctypes.CDLL(None).prctl
+    PR_SET_NAME = 15
+    run = threading.Thread.run
+
+    def named_run(thread: threading.Thread):
+        set_name(PR_SET_NAME, thread.name.encode()[:15], 0, 0, 0)
+        return run(thread)
+
+    threading.Thread.run = named_run
+
+
 def main() -> int:
+    name_os_threads()
     if os.environ.get("KUBESLURM_BENCH_TRACEMALLOC"):
         dump_allocations_on_sigusr1(os.environ["KUBESLURM_BENCH_TRACEMALLOC"])
     access = NativeSlurmAccess(json.loads(sys.argv[1]))

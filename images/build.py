@@ -155,9 +155,7 @@ IMAGES: dict[str, ImageSpec] = {
                  # the device plugin's gRPC stubs, generated at build time (setup.sh)
                  "KUBESLURM_CACHE=/opt/kubeslurm/stubs",
                  # the Deployment mounts the root read-only; bytecode is compiled at build time
-                 "PYTHONDONTWRITEBYTECODE=1", "HOME=/home/nonroot",
-                 # freed memory can go back to the system (operator/kubeslurm/process_memory.py)
-                 "PYTHONMALLOC=malloc"],
+                 "PYTHONDONTWRITEBYTECODE=1", "HOME=/home/nonroot"],
             working_dir="/home/nonroot",
             tag_depths=(0,),  # the full version from pyproject.toml, e.g. 0.1.0
             source=("pyproject.toml", "operator", "templates"),
