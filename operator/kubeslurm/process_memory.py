@@ -10,7 +10,7 @@ these are no-ops.
 
 Small objects stay with Python's allocator (the image does not set PYTHONMALLOC=malloc, as it
 once did so that malloc_trim could return them too): the pod watch's thread, which decodes every
-event of every slurmd pod (3000 of ~10 KB in a scale-down of 1000 pods), took 0.70-0.73 CPU-s
+event of every slurmd pod (3000 of ~10 KB in a scale-down of 1000 pods), took 0.66-0.73 CPU-s
 in a scale-down with it against 1.08 s with glibc's (make bench-scale; 2.5x in a replay of those
 events on one core, glibc's allocator consolidating its small free chunks at each event's large
 line), and the operator's memory peak at 1000 pods was the same, 99 MiB, since the pods are read
