@@ -309,8 +309,7 @@ class Bench:
 
     def operator_cpu_seconds(self) -> float:
         """CPU time the operator's process has used (user + system), from /proc/PID/stat."""
-        fields = Path(f"/proc/{self.operator.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        return cpu_seconds(Path(f"/proc/{self.operator.popen.pid}/stat"))
 
     def operator_cpu_by_thread(self) -> dict[str, float]:
         """CPU seconds each of the operator's threads has used, summed by thread name as the kernel
@@ -319,11 +318,10 @@ class Bench:
         totals: dict[str, float] = {}
         for task in Path(f"/proc/{self.operator.popen.pid}/task").iterdir():
             try:
-                name = (task / "comm").read_text().strip()
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                name, seconds = (task / "comm").read_text().strip(), cpu_seconds(task / "stat")
             except OSError:
                 continue  # the thread ended meanwhile
-            totals[name] = totals.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            totals[name] = totals.get(name, 0.0) + seconds
         return totals
 
     def operator_memory(self) -> dict:
@@ -536,6 +534,12 @@ class Bench:
         self.slurm.run(self.slurm.controller, ["scancel", "--user", BURST_USER], timeout=300)
         wait_for(lambda: not self.slurm.run(self.slurm.controller, ["squeue", "--noheader", "--user", BURST_USER],
                                             timeout=60).stdout.strip(), WAIT_SECONDS, "the burst cancelled", interval=2)
+
+
+def cpu_seconds(stat: Path) -> float:
+    """User + system CPU seconds of a process or thread, from its /proc stat file."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def cpu_by_program() -> dict[str, float]:
