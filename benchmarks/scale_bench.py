@@ -430,11 +430,8 @@ class Bench:
         threads_before = self.operator_cpu_by_thread()
         elapsed = self.timed(what, action, done)
         cpu = self.operator_cpu_seconds() - cpu_before
-        by_thread = {name: round(seconds - threads_before.get(name, 0.0), 2)
-                     for name, seconds in self.operator_cpu_by_thread().items() if seconds - threads_before.get(name, 0.0) >= 0.02}
-        tree = cpu_by_program()
-        by_program = {name: round(seconds - tree_before.get(name, 0.0), 1) for name, seconds in tree.items()
-                      if seconds - tree_before.get(name, 0.0) >= 0.05}
+        by_thread = cpu_used_since(threads_before, self.operator_cpu_by_thread(), at_least=0.02, digits=2)
+        by_program = cpu_used_since(tree_before, cpu_by_program(), at_least=0.05, digits=1)
         time.sleep(1)  # the audit log is written right after the answer
         after = self.scrape()
         everyone = self.cp.audit_writes(since=mark)
@@ -457,10 +454,10 @@ class Bench:
                                        and (w.get("objectRef") or {}).get("resource") == "pods"), default=None),
             "writes": len(writes),
             "operator_cpu_s": cpu,  # its reconciles, its watches' decoding, everything it ran itself
-            "operator_cpu_by_thread": dict(sorted(by_thread.items(), key=lambda item: -item[1])),
+            "operator_cpu_by_thread": by_thread,
             # CPU seconds of every program this benchmark started (control plane, kwok, slurmctld,
             # the operator, the commands they ran), by name: who the 2 cores worked for
-            "cpu_by_program": dict(sorted(by_program.items(), key=lambda item: -item[1])),
+            "cpu_by_program": by_program,
         }
         say(f"{what}, the operator's share: {json.dumps(timeline)}")
         return elapsed, timeline
@@ -540,6 +537,14 @@ def cpu_seconds(stat: Path) -> float:
     """User + system CPU seconds of a process or thread, from its /proc stat file."""
     fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def cpu_used_since(before: dict[str, float], after: dict[str, float], at_least: float, digits: int) -> dict[str, float]:
+    """CPU seconds each name used between two readings (cpu_by_program, operator_cpu_by_thread), the
+    ones of at least `at_least`, rounded to `digits`, the busiest first."""
+    used = {name: seconds - before.get(name, 0.0) for name, seconds in after.items()}
+    return {name: round(seconds, digits) for name, seconds in sorted(used.items(), key=lambda item: -item[1])
+            if seconds >= at_least}
 
 
 def cpu_by_program() -> dict[str, float]:
