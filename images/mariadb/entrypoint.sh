@@ -8,9 +8,10 @@
 #   kubeslurm-mariadb-entrypoint COMMAND...               # runs COMMAND (e.g. sh)
 #
 # On a data directory without a database (an empty PVC; a lost+found is fine) it
-# first initialises one with mariadb-install-db, which also creates the database
-# and user, so nothing can connect before they exist (slurmdbd 24.11 with trixie's libmariadb
-# crashes in _check_mysql_concat_is_sane if it has to create StorageLoc itself):
+# first initialises one: it unpacks the system tables the image made at build time
+# (setup.sh) and creates the database and user in one bootstrap run, so nothing can
+# connect before they exist (slurmdbd 24.11 with trixie's libmariadb crashes in
+# _check_mysql_concat_is_sane if it has to create StorageLoc itself):
 #   MARIADB_DATABASE              database to create (optional)
 #   MARIADB_USER, MARIADB_PASSWORD  user created @'%' and @'localhost' with ALL on
 #                                 MARIADB_DATABASE (both or neither)
@@ -47,6 +48,8 @@ esac
 
 datadir=/var/lib/mysql
 socket=/run/mysqld/mysqld.sock
+# The system tables of a new database, made at build time (images/mariadb/setup.sh).
+datadir_template=/usr/share/kubeslurm-mariadb/datadir-template.tar.zst
 for arg in "$@"; do
     case "$arg" in
         --datadir=*) datadir=${arg#--datadir=} ;;
@@ -91,7 +94,7 @@ bootstrap_sql() {
     # --bootstrap runs with the grant tables off: CREATE USER and GRANT need them loaded.
     line "FLUSH PRIVILEGES;"
     # No anonymous users, no root over TCP: only root@localhost and the
-    # mariadb.sys/mysql service accounts of mariadb-install-db remain.
+    # mariadb.sys/mysql service accounts of the template's mariadb-install-db remain.
     line "DELETE FROM mysql.global_priv WHERE User='' OR (User='root' AND Host NOT IN ('localhost'));"
     if [ -n "${MARIADB_DATABASE:-}" ]; then
         line "CREATE DATABASE IF NOT EXISTS $(sql_ident "$MARIADB_DATABASE");"
@@ -137,25 +140,28 @@ initialise() {
         die "MARIADB_PASSWORD is set but MARIADB_USER is empty; set both (or neither)"
     fi
     log "initialising a new database in $datadir"
+    [ -r "$datadir_template" ] || die "the image has no data directory template $datadir_template (images/mariadb/setup.sh makes it)"
     : > "$datadir/.kubeslurm-initialising"
-    # The database and user are made by mariadb-install-db's own bootstrap run
-    # (--extra-file): no server ever listens, on TCP or the socket, before they
-    # exist, and no second server has to start and stop first (that took longer
-    # than the rest of the initialisation, on the critical path of a new
-    # cluster). Its bootstrap mode skips the grant tables until FLUSH PRIVILEGES.
-    # The file holds the password: root-only (umask 077), in a private directory
-    # of the container's own /tmp, removed before mariadbd starts.
+    # The system tables come from the image (setup.sh: mariadb-install-db at build
+    # time; at each first start it was on the critical path of a new cluster). The
+    # database and user are made by one bootstrap run of mariadbd on them: no server
+    # ever listens, on TCP or the socket, before they exist, and no second server has
+    # to start and stop first. Bootstrap mode skips the grant tables until FLUSH
+    # PRIVILEGES. The SQL holds the password: root-only (umask 077), in a private
+    # directory of the container's own /tmp, removed before mariadbd starts; it
+    # reaches mariadbd on its standard input.
+    # As root, tar keeps the archive's owner (mysql); as another user, the files are that user's.
+    if ! out=$(tar -C "$datadir" --zstd --no-overwrite-dir -xf "$datadir_template" 2>&1); then
+        printf "%s\n" "$out" >&2
+        die "unpacking the data directory template $datadir_template into $datadir failed (output above)"
+    fi
     sql_dir=$(mktemp -d "${TMPDIR:-/tmp}/kubeslurm-mariadb-init.XXXXXX") || die "mktemp failed"
     trap 'rm -rf "$sql_dir"' EXIT
     (umask 077; bootstrap_sql > "$sql_dir/init.sql") || die "writing $sql_dir/init.sql failed"
-    # --force: do not insist that the host name resolves (it only would name
-    # root@<hostname> and anonymous accounts, which are not wanted anyway).
     # shellcheck disable=SC2086
-    if ! out=$(mariadb-install-db $user_opt --datadir="$datadir" --force --skip-name-resolve \
-            --auth-root-authentication-method=$root_auth --skip-test-db \
-            --extra-file="$sql_dir/init.sql" "$@" 2>&1); then
+    if ! out=$(mariadbd $user_opt --datadir="$datadir" --bootstrap "$@" < "$sql_dir/init.sql" 2>&1); then
         printf "%s\n" "$out" >&2
-        die "mariadb-install-db failed creating the system tables, the database or the user (output above)"
+        die "mariadbd --bootstrap failed creating the database or the user (output above)"
     fi
     rm -rf "$sql_dir"
     trap - EXIT

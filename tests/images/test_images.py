@@ -235,8 +235,12 @@ def test_mariadb_layer_contract(layers):
     ep = e["usr/local/bin/kubeslurm-mariadb-entrypoint"]
     assert ep.isreg() and ep.mode & 0o755 == 0o755 and ep.uid == 0
     for cmd in ("usr/bin/mariadb-admin", "usr/bin/mariadb", "usr/sbin/mariadbd", "usr/bin/mariadb-install-db",
-                "usr/bin/openssl", "usr/bin/my_print_defaults"):
+                "usr/bin/openssl", "usr/bin/my_print_defaults", "usr/bin/zstd"):
         assert cmd in e, cmd
+    # The system tables a first start unpacks (setup.sh): made at build time, sparse and compressed.
+    template = e["usr/share/kubeslurm-mariadb/datadir-template.tar.zst"]
+    assert template.isreg() and template.uid == 0 and template.mode & 0o777 == 0o644
+    assert template.size < 2 << 20, template.size
     assert b"bind-address = 0.0.0.0" in files["etc/mysql/mariadb.conf.d/99-kubeslurm.cnf"]
 
 
@@ -470,6 +474,43 @@ def test_mariadb_entrypoint_and_slurmdbd(unpacked, root_processes, tmp_path):
     assert "made the server's TLS key" not in log2.read_text() and tls_cert.read_bytes() == first_cert
     rc, out = client("-e", f"SHOW TABLES FROM {env['MARIADB_DATABASE']}")
     assert rc == 0 and "cluster_table" in out.split(), out
+
+
+def test_mariadb_entrypoint_as_its_own_user_after_an_interrupted_first_start(unpacked, root_processes, tmp_path):
+    """Started as user mysql (no root to take ownership) on a data directory whose first
+    initialisation was cut short: it starts over from the image's template, then serves the
+    database and user, and root cannot log in (socket only, and this is not OS root)."""
+    root = unpacked("mariadb")
+    datadir = root / "tmp/interrupted"
+    (datadir / "mysql").mkdir(parents=True)
+    (datadir / "ibdata1").write_bytes(b"half written")
+    (datadir / ".kubeslurm-initialising").touch()
+    mysql = next(ln for ln in (root / "etc/passwd").read_text().splitlines() if ln.startswith("mysql:")).split(":")
+    for path in (datadir, datadir / "mysql", datadir / "ibdata1", datadir / ".kubeslurm-initialising"):
+        os.chown(path, int(mysql[2]), int(mysql[3]))
+    password = secrets.token_urlsafe(16)
+    env = {"MARIADB_DATABASE": "slurm_acct", "MARIADB_USER": "slurm", "MARIADB_PASSWORD": password, "HOME": "/tmp"}
+    sock = "/tmp/interrupted.sock"
+    log = tmp_path / "mariadb.log"
+    db = root_processes(root, ["/usr/local/bin/kubeslurm-mariadb-entrypoint", "--datadir=/tmp/interrupted",
+                               f"--socket={sock}", "--skip-networking"],
+                        env=env, userspec="mysql:mysql", log=log)
+    wait_for(lambda: (root / sock.lstrip("/")).exists() or db.proc.poll() is not None, 120, "MariaDB on its socket")
+    assert db.proc.poll() is None, log.read_text()
+    text = log.read_text()
+    assert "did not finish; starting it again" in text and "database initialised: slurm_acct, user slurm" in text, text
+    assert not (datadir / ".kubeslurm-initialising").exists()
+    assert {p.stat().st_uid for p in datadir.rglob("*")} == {int(mysql[2])}
+
+    def client(user: str, pw: str, *argv: str) -> tuple[int, str]:
+        return run_in_root(root, ["mariadb", f"--socket={sock}", f"--user={user}", f"--password={pw}",
+                                  "-N", "-B", *argv], timeout=30, userspec="mysql:mysql")
+
+    rc, out = wait_for(lambda: (r := client("slurm", password, "-e", "SHOW DATABASES"))[0] == 0 and r,
+                       30, "the user to log in")
+    assert "slurm_acct" in out.split(), out
+    rc, out = client("root", "", "-e", "SELECT 1")
+    assert rc != 0 and "Access denied" in out, out
 
 
 def test_mariadb_entrypoint_takes_a_password_from_a_variable_or_a_file_not_both(unpacked):
