@@ -1,13 +1,17 @@
-"""The per-cluster reconcile loop (reconcile/handlers.py): what it keeps between reconciles."""
+"""The per-cluster reconcile loop (reconcile/handlers.py): what it keeps between reconciles, how long it rests."""
 
 import gc
 import threading
 import weakref
+from types import SimpleNamespace
 
 import pytest
 
+from kubeslurm import ownership
 from kubeslurm.reconcile import handlers, wakeup
-from kubeslurm.reconcile.run_state import Run
+from kubeslurm.reconcile.pod_cache import PodCache
+from kubeslurm.reconcile.run_state import NodeSetState, Run
+from kubeslurm.reconcile.scale_down import ScalePlan
 
 
 class OneReconcile:
@@ -119,3 +123,67 @@ def test_a_storm_of_events_is_read_every_few_seconds_not_at_each(monkeypatch, to
 @pytest.mark.parametrize("took,rest", [(0.0, 0.0), (-1.0, 0.0), (0.2, 0.2), (3.0, 3.0), (60.0, handlers.MAX_REST_SECONDS)])
 def test_rest_after(took, rest):
     assert handlers.rest_after(took) == rest
+
+
+class ScaleDownReconciles:
+    """A reconcile that lowers a NodeSet to 0 while pod cpu-0 is still there (it waits for it to
+    go), then, once it went, the one that finishes; each takes `took` seconds of the clock."""
+
+    def __init__(self, clock: Clock, took: float, stopped: threading.Event):
+        self.clock, self.took, self.stopped, self.starts = clock, took, stopped, []
+
+    def reconcile(self, namespace, name):
+        self.starts.append(self.clock.now)
+        self.clock.now += self.took
+        handlers.RUNTIME.nudge(namespace, name)  # an event during it: the burst goes on
+        if len(self.starts) == 2:
+            self.stopped.set()
+        state = NodeSetState(raw={}, model=SimpleNamespace(metadata=SimpleNamespace(name="cpu")),
+                             plan=ScalePlan(wanted=0, replicas=0))
+        return Run(raw={"metadata": {"name": name, "namespace": namespace}}, node_sets=[state],
+                   slurmd_pods=[POD] if len(self.starts) == 1 else [])
+
+
+POD = {"metadata": {"namespace": "hpc", "name": "cpu-0", "uid": "u0", "labels": {ownership.CLUSTER: "burst"}}}
+
+
+def test_the_last_pod_a_scale_down_removes_going_starts_the_next_reconcile_at_once(monkeypatch):
+    """The pod watch reports cpu-0 gone 0.3 s after the first reconcile (of 2 s) ended: the next
+    starts then, not after the 2 s rest (wakeup.py)."""
+    clock, stopped = Clock(), threading.Event()
+    reconciler = ScaleDownReconciles(clock, 2.0, stopped)
+    cache = PodCache()
+    cache.replace(None, [POD])
+    deleted_at = []
+
+    def sleep(seconds):
+        clock.now += seconds
+        if not deleted_at and clock.now >= reconciler.starts[0] + 2.0 + 0.3:
+            deleted_at.append(clock.now)
+            cache.changed("DELETED", POD)  # the watch forgets it, then hands the event over
+            handlers.owned_pod_changed("DELETED", POD)
+
+    clock.sleep = sleep
+
+    class Stopped:
+        def __bool__(self):
+            return stopped.is_set()
+
+    monkeypatch.setattr(handlers, "RUNTIME", handlers.Runtime())
+    monkeypatch.setattr(handlers, "time", clock)
+    monkeypatch.setattr(wakeup, "time", clock)
+    monkeypatch.setattr(handlers.RUNTIME, "reconciler", reconciler)
+    monkeypatch.setattr(handlers.RUNTIME, "owned_pods", cache)
+    monkeypatch.setattr(handlers, "return_free_memory", lambda: None)
+    handlers._reconcile_until_stopped("hpc", "burst", Stopped())
+    assert deleted_at and reconciler.starts[1] - reconciler.starts[0] == pytest.approx(2.3, abs=handlers.URGENT_POLL_SECONDS)
+
+
+def test_the_pods_a_run_awaits_are_those_its_plans_remove():
+    def state(name, replicas):
+        return NodeSetState(raw={}, model=SimpleNamespace(metadata=SimpleNamespace(name=name)),
+                            plan=ScalePlan(wanted=replicas, replicas=replicas))
+
+    pods = [{"metadata": {"name": n}} for n in ("cpu-0", "cpu-1", "cpu-2", "cpu-x-0", "cpu-x-1", "gpu-3", "other")]
+    run = Run(raw={}, node_sets=[state("cpu", 1), state("cpu-x", 2), NodeSetState(raw={})], slurmd_pods=pods)
+    assert run.pods_awaited == ["cpu-1", "cpu-2"]  # gpu: no plan (its NodeSet invalid or gone)

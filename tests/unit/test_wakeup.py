@@ -91,3 +91,54 @@ def test_a_small_burst_goes_at_once_a_storm_waits_for_quiet_and_a_stop_waits_for
     start = time.monotonic()
     wakeup.settle(stopped=True)  # the daemon is stopping: no wait
     assert time.monotonic() - start < 0.05
+
+
+def test_the_last_awaited_pod_gone_makes_the_wakeup_urgent():
+    """A run waits for the pods its scale-down removes: each one's going wakes as any event,
+    the last one's urgently (no rest, no settling); clear() ends the urgency."""
+    wakeup, there = Wakeup(), {"cpu-1", "cpu-2"}
+    wakeup.await_pods_gone(["cpu-1", "cpu-2"], there.__contains__)
+    assert not wakeup.urgent and not wakeup.is_set()
+    wakeup.pod_gone("cpu-1")
+    assert not wakeup.urgent and not wakeup.is_set()
+    wakeup.pod_gone("other-0")  # not one awaited
+    assert not wakeup.urgent
+    wakeup.pod_gone("cpu-2")
+    assert wakeup.urgent and wakeup.is_set()
+    wakeup.clear()
+    assert not wakeup.urgent and not wakeup.is_set()
+    wakeup.pod_gone("cpu-2")  # seen again (a relist): nothing awaited any more
+    assert not wakeup.urgent
+
+
+@pytest.mark.parametrize("names,there,urgent", [
+    ([], set(), False),  # nothing removed: nothing to wait for
+    (["cpu-1"], set(), True),  # gone already, between the run's read and now
+    (["cpu-1", "cpu-2"], {"cpu-2"}, False),
+])
+def test_pods_gone_before_the_run_ended_count_as_gone(names, there, urgent):
+    wakeup = Wakeup()
+    wakeup.await_pods_gone(names, there.__contains__)
+    assert wakeup.urgent is urgent and wakeup.is_set() is urgent
+
+
+def test_a_later_run_replaces_what_the_earlier_waited_for():
+    wakeup = Wakeup()
+    wakeup.await_pods_gone(["cpu-1", "cpu-2"], lambda name: True)
+    wakeup.await_pods_gone(["cpu-2"], lambda name: True)
+    wakeup.pod_gone("cpu-2")
+    assert wakeup.urgent
+    wakeup.clear()
+    wakeup.await_pods_gone([], lambda name: True)
+    wakeup.pod_gone("cpu-1")
+    assert not wakeup.urgent
+
+
+def test_an_urgent_wakeup_does_not_settle_in_a_storm():
+    wakeup = Wakeup()
+    for _ in range(STORM_EVENTS):
+        wakeup.set()
+    wakeup.await_pods_gone(["cpu-0"], lambda name: False)
+    start = time.monotonic()
+    wakeup.settle(stopped=False)
+    assert time.monotonic() - start < 0.05

@@ -37,6 +37,7 @@ RESYNC_SECONDS = float(os.environ.get("KUBESLURM_RESYNC_SECONDS", "30"))
 MAX_BACKOFF_SECONDS = 300.0
 AGAIN_SOON_SECONDS = 1.0  # after a run that left the next step to the next run (Run.again_soon)
 MAX_REST_SECONDS = 5.0  # rest_after: the longest a reconcile's events wait for the previous one's rest
+URGENT_POLL_SECONDS = 0.1  # how often a rest looks for an urgent wake-up (wakeup.py)
 # Steps whose failure a person fixes in an object the operator does not watch (a Secret or
 # ConfigMap the spec names, a claim): the fix raises no event, so such a failure is looked at
 # again after at most UNWATCHED_RETRY_SECONDS (a few reads) instead of the growing backoff.
@@ -196,6 +197,7 @@ def _reconcile_until_stopped(namespace, name, stopped):
         try:
             run = RUNTIME.reconciler.reconcile(namespace, name)
             wait = next_wait(run)
+            await_pods_gone(wakeup, namespace, run)
             # The run holds every listing it read (1000 pods are megabytes of objects): let it go
             # before the free memory is given back, not at the next reconcile.
             del run
@@ -215,11 +217,22 @@ def _reconcile_until_stopped(namespace, name, stopped):
                 break
         # ... but never sooner than rest_after allows: the events that come meanwhile are taken
         # by that one reconcile.
+        # An urgent wake-up (the last pod a scale-down removes went: wakeup.py) waits for neither.
         rest_until = ended + rest_after(ended - started)
-        while not stopped and time.monotonic() < rest_until:
-            time.sleep(min(0.5, max(0.0, rest_until - time.monotonic())))
+        while not stopped and not wakeup.urgent and time.monotonic() < rest_until:
+            time.sleep(min(URGENT_POLL_SECONDS, max(0.0, rest_until - time.monotonic())))
         # ... and once a burst of events settles (wakeup.py): one reconcile takes it.
         wakeup.settle(stopped)
+
+
+def await_pods_gone(wakeup: Wakeup, namespace: str, run) -> None:
+    """The pods `run` removes, as the wake-up's to wait for; with the owned-pods watch only,
+    which reports their going (without it, nothing would)."""
+    cache = RUNTIME.owned_pods
+    if cache is None:
+        return
+    wakeup.await_pods_gone(run.pods_awaited if run is not None else [],
+                           lambda pod: cache.pod(namespace, pod) is not None)
 
 
 def rest_after(took: float) -> float:
@@ -298,6 +311,16 @@ def owned_object_changed(event_type: str, obj: dict) -> None:
     RUNTIME.nudge(meta.get("namespace"), (meta.get("labels") or {}).get(ownership.CLUSTER))
 
 
+def owned_pod_changed(event_type: str, pod: dict) -> None:
+    """One of our pods: as any owned object; its going may be the one a scale-down waits for."""
+    owned_object_changed(event_type, pod)
+    if event_type == "DELETED":
+        meta = pod["metadata"]
+        cluster = (meta.get("labels") or {}).get(ownership.CLUSTER)
+        if meta.get("namespace") and cluster:
+            RUNTIME.wakeup(meta["namespace"], cluster).pod_gone(meta["name"])
+
+
 def other_scheduler_pod_changed(event_type: str, pod: dict) -> None:
     """A pod Slurm schedules (spec.bridge) appeared, changed or went: its cluster looks at once.
     Pods of other schedulers than kubeslurm's pass the API server's filter too: passed over here.
@@ -312,7 +335,7 @@ def other_scheduler_pod_changed(event_type: str, pod: dict) -> None:
 
 def watch_handlers() -> dict[WatchSelection, WatchHandler]:
     """What each filtered watch (filtered_watch.py) hands its events to: every one wakes a cluster."""
-    return {OWNED_PODS: owned_object_changed, OTHER_SCHEDULERS_PODS: other_scheduler_pod_changed,
+    return {OWNED_PODS: owned_pod_changed, OTHER_SCHEDULERS_PODS: other_scheduler_pod_changed,
             **{selection: owned_object_changed for selection in OWNED_OBJECTS}}
 
 

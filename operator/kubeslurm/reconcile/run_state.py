@@ -78,6 +78,20 @@ class Run:
     device_plugin_deployed: bool | None = None
 
     @property
+    def pods_awaited(self) -> list[str]:
+        """The slurmd pods this run's scale plans remove (an ordinal at or above the replicas
+        their StatefulSet gets): the next run waits to see them go (wakeup.py)."""
+        replicas = {state.model.metadata.name: state.plan.replicas for state in self.node_sets
+                    if state.model is not None and state.plan is not None}
+        awaited = []
+        for pod in self.slurmd_pods:
+            name = pod["metadata"]["name"]
+            node_set, _, ordinal = name.rpartition("-")  # naming.node_name
+            if ordinal.isdigit() and int(ordinal) >= replicas.get(node_set, int(ordinal) + 1):
+                awaited.append(name)
+        return awaited
+
+    @property
     def models(self) -> list[NodeSet]:
         """The NodeSets whose spec is valid: the ones rendered and planned."""
         return [state.model for state in self.node_sets if state.model is not None]
