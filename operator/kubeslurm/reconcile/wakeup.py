@@ -20,8 +20,7 @@ A run that lowered a StatefulSet's replicas waits for the pods it removes to go:
 node records are deleted, and the NodeSet reported Ready, by the reconcile after the last one
 went. That event is the end of the storm, nothing is left to gather: the flag is set *urgent*
 (await_pods_gone, pod_gone) and the reconcile starts at once, without the rest after the last
-reconcile or the settling (the tail of a scale-down of 1000 pods: ~1 s of the ~12 s it took,
-`make bench-scale`).
+reconcile (as long as it took, up to 5 s: handlers.rest_after) or the settling.
 """
 
 from __future__ import annotations
