@@ -88,6 +88,13 @@ def reconcile_starts(monkeypatch, clock: Clock, took: float) -> list[float]:
     """When four reconciles of `took` seconds started, each woken by an event during the last."""
     stopped = threading.Event()
     reconciler = BusyReconciles(clock, took, stopped, count=4)
+    loop_on_clock(monkeypatch, clock, reconciler, stopped)
+    return [later - earlier for earlier, later in zip(reconciler.starts, reconciler.starts[1:])]
+
+
+def loop_on_clock(monkeypatch, clock: Clock, reconciler, stopped: threading.Event, owned_pods=None) -> None:
+    """One cluster's loop (clock.cluster) on `clock`, with `reconciler`, until `stopped` is set;
+    `owned_pods`: the pod watch's cache (None: no pod watch)."""
 
     class Stopped:
         def __bool__(self):
@@ -97,9 +104,9 @@ def reconcile_starts(monkeypatch, clock: Clock, took: float) -> list[float]:
     monkeypatch.setattr(handlers, "time", clock)
     monkeypatch.setattr(wakeup, "time", clock)
     monkeypatch.setattr(handlers.RUNTIME, "reconciler", reconciler)
+    monkeypatch.setattr(handlers.RUNTIME, "owned_pods", owned_pods)
     monkeypatch.setattr(handlers, "return_free_memory", lambda: None)
     handlers._reconcile_until_stopped(*clock.cluster, Stopped())
-    return [later - earlier for earlier, later in zip(reconciler.starts, reconciler.starts[1:])]
 
 
 @pytest.mark.parametrize("took,gap", [
@@ -164,18 +171,7 @@ def test_the_last_pod_a_scale_down_removes_going_starts_the_next_reconcile_at_on
             handlers.owned_pod_changed("DELETED", POD)
 
     clock.sleep = sleep
-
-    class Stopped:
-        def __bool__(self):
-            return stopped.is_set()
-
-    monkeypatch.setattr(handlers, "RUNTIME", handlers.Runtime())
-    monkeypatch.setattr(handlers, "time", clock)
-    monkeypatch.setattr(wakeup, "time", clock)
-    monkeypatch.setattr(handlers.RUNTIME, "reconciler", reconciler)
-    monkeypatch.setattr(handlers.RUNTIME, "owned_pods", cache)
-    monkeypatch.setattr(handlers, "return_free_memory", lambda: None)
-    handlers._reconcile_until_stopped("hpc", "burst", Stopped())
+    loop_on_clock(monkeypatch, clock, reconciler, stopped, owned_pods=cache)
     assert deleted_at and reconciler.starts[1] - reconciler.starts[0] == pytest.approx(2.3, abs=handlers.URGENT_POLL_SECONDS)
 
 
