@@ -533,9 +533,17 @@ class Bench:
                                             timeout=60).stdout.strip(), WAIT_SECONDS, "the burst cancelled", interval=2)
 
 
+def proc_stat(stat: Path) -> tuple[str, list[str]]:
+    """A /proc stat file of a process or thread: its name (comm, which may hold spaces and
+    parentheses) and the fields after it (state, ppid, ..., utime at 11, stime at 12, cutime and
+    cstime at 13 and 14, in clock ticks)."""
+    text = stat.read_text()
+    return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+
+
 def cpu_seconds(stat: Path) -> float:
     """User + system CPU seconds of a process or thread, from its /proc stat file."""
-    fields = stat.read_text().rsplit(")", 1)[1].split()
+    fields = proc_stat(stat)[1]
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
@@ -557,10 +565,9 @@ def cpu_by_program() -> dict[str, float]:
         if not entry.isdigit():
             continue
         try:
-            text = Path(f"/proc/{entry}/stat").read_text()
+            name, rest = proc_stat(Path(f"/proc/{entry}/stat"))
         except OSError:
             continue  # gone meanwhile
-        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
         parents[int(entry)] = int(rest[1])
         stats[int(entry)] = (name, sum(int(v) for v in rest[11:15]) / tick)  # utime stime cutime cstime
     mine, totals = {os.getpid()}, {}
