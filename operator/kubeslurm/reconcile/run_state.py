@@ -87,7 +87,7 @@ class Run:
         for pod in self.slurmd_pods:
             name = pod["metadata"]["name"]
             node_set, _, ordinal = name.rpartition("-")  # naming.node_name
-            if ordinal.isdigit() and int(ordinal) >= replicas.get(node_set, int(ordinal) + 1):
+            if ordinal.isdigit() and node_set in replicas and int(ordinal) >= replicas[node_set]:
                 awaited.append(name)
         return awaited
 
