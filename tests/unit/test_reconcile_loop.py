@@ -183,3 +183,20 @@ def test_the_pods_a_run_awaits_are_those_its_plans_remove():
     pods = [{"metadata": {"name": n}} for n in ("cpu-0", "cpu-1", "cpu-2", "cpu-x-0", "cpu-x-1", "gpu-3", "other")]
     run = Run(raw={}, node_sets=[state("cpu", 1), state("cpu-x", 2), NodeSetState(raw={})], slurmd_pods=pods)
     assert run.pods_awaited == ["cpu-1", "cpu-2"]  # gpu: no plan (its NodeSet invalid or gone)
+
+
+def test_a_cluster_wakeup_is_made_once_not_at_every_event(monkeypatch):
+    """The watches ask for the cluster's wake-up at every event they hand over (three of them
+    per pod in a scale of 1000 pods): the first ask makes it, the others find it."""
+    made = []
+
+    class CountedWakeup(wakeup.Wakeup):
+        def __init__(self):
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(handlers, "Wakeup", CountedWakeup)
+    runtime = handlers.Runtime()
+    flags = [runtime.wakeup("hpc", "research") for _ in range(3)] + [runtime.wakeup("lab", "research")]
+    assert flags[0] is flags[1] is flags[2] is not flags[3]
+    assert made == [flags[0], flags[3]]
