@@ -120,8 +120,9 @@ def in_login(script: str, user: str | None = None) -> None:
 
 def jobs() -> None:
     in_login("sinfo")
+    # A step's GPUs are SLURM_STEP_GPUS (SLURM_JOB_GPUS is a batch script's, empty in an srun step).
     in_login("srun --gres=gpu:2 -N1 bash -c 'echo \"$(hostname): CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
-             " SLURM_JOB_GPUS=$SLURM_JOB_GPUS\"; ls /dev/nvidia*'", user="alice")
+             " SLURM_STEP_GPUS=$SLURM_STEP_GPUS\"; ls /dev/nvidia*'", user="alice")
     script = "sbatch --parsable --wait -p cpu -o ~/hello-%j.out --wrap 'hostname; id; pwd; sleep 2; echo done'"
     print(f"alice$ {script}", flush=True)
     job = kube().exec(NAMESPACE, LOGIN_POD, "login", ["runuser", "-l", "alice", "-c", script]
