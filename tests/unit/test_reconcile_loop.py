@@ -151,7 +151,8 @@ class ScaleDownReconciles:
                    slurmd_pods=[POD] if len(self.starts) == 1 else [])
 
 
-POD = {"metadata": {"namespace": "hpc", "name": "cpu-0", "uid": "u0", "labels": {ownership.CLUSTER: "burst"}}}
+POD = {"metadata": {"namespace": "hpc", "name": "cpu-0", "uid": "u0",
+                    "labels": {ownership.CLUSTER: "burst", ownership.NODE_SET: "cpu"}}}
 
 
 def test_the_last_pod_a_scale_down_removes_going_starts_the_next_reconcile_at_once(monkeypatch):
@@ -180,7 +181,9 @@ def test_the_pods_a_run_awaits_are_those_its_plans_remove():
         return NodeSetState(raw={}, model=SimpleNamespace(metadata=SimpleNamespace(name=name)),
                             plan=ScalePlan(wanted=replicas, replicas=replicas))
 
-    pods = [{"metadata": {"name": n}} for n in ("cpu-0", "cpu-1", "cpu-2", "cpu-x-0", "cpu-x-1", "gpu-3", "other")]
+    pods = [{"metadata": {"name": n, "labels": {ownership.NODE_SET: node_set} if node_set else {}}}
+            for n, node_set in (("cpu-0", "cpu"), ("cpu-1", "cpu"), ("cpu-2", "cpu"), ("cpu-x-0", "cpu-x"),
+                                ("cpu-x-1", "cpu-x"), ("gpu-3", "gpu"), ("other", None))]
     run = Run(raw={}, node_sets=[state("cpu", 1), state("cpu-x", 2), NodeSetState(raw={})], slurmd_pods=pods)
     assert run.pods_awaited == ["cpu-1", "cpu-2"]  # gpu: no plan (its NodeSet invalid or gone)
 

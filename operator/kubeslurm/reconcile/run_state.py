@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from ..api import NodeSet, SlurmCluster
 from ..metrics.sdiag import SchedulerStatistics
-from .scale_down import ScalePlan
+from ..ownership import NODE_SET
+from .scale_down import ScalePlan, ordinal_of
 from .slurm_control import SlurmControl, SlurmJob, SlurmNode
 from .state_volume import StateVolumeProblem, VolumeUsage
 
@@ -85,10 +86,11 @@ class Run:
                     if state.model is not None and state.plan is not None}
         awaited = []
         for pod in self.slurmd_pods:
-            name = pod["metadata"]["name"]
-            node_set, _, ordinal = name.rpartition("-")  # naming.node_name
-            if ordinal.isdigit() and node_set in replicas and int(ordinal) >= replicas[node_set]:
-                awaited.append(name)
+            meta = pod["metadata"]
+            node_set = (meta.get("labels") or {}).get(NODE_SET)
+            ordinal = ordinal_of(node_set, meta["name"]) if node_set in replicas else None
+            if ordinal is not None and ordinal >= replicas[node_set]:
+                awaited.append(meta["name"])
         return awaited
 
     @property
