@@ -127,6 +127,29 @@ def test_a_storm_of_events_is_read_every_few_seconds_not_at_each(monkeypatch, to
     assert gaps == pytest.approx([took + handlers.rest_after(took) + wakeup.MAX_SETTLE_SECONDS] * 3)
 
 
+class ScaleDownInAStorm(BusyReconciles):
+    """BusyReconciles whose runs each lower NodeSet cpu to 0 while its pod cpu-0 is still there."""
+
+    def reconcile(self, namespace, name):
+        run = super().reconcile(namespace, name)
+        state = NodeSetState(raw={}, model=SimpleNamespace(metadata=SimpleNamespace(name="cpu")),
+                             plan=ScalePlan(wanted=0, replicas=0))
+        return Run(raw=run.raw, node_sets=[state], slurmd_pods=[POD])
+
+
+@pytest.mark.parametrize("took", [0.5, 2.0])
+def test_a_storm_while_the_removed_pods_go_is_read_less_often(monkeypatch, took):
+    """The same endless storm while the pod a scale-down removes has not gone: each reconcile
+    waits MAX_SETTLE_WHILE_PODS_GO_SECONDS for the quiet, not MAX_SETTLE_SECONDS (wakeup.py)."""
+    clock, stopped = Clock(events_every=0.0001), threading.Event()
+    reconciler = ScaleDownInAStorm(clock, took, stopped, count=3)
+    cache = PodCache()
+    cache.replace(None, [POD])
+    loop_on_clock(monkeypatch, clock, reconciler, stopped, owned_pods=cache)
+    gaps = [later - earlier for earlier, later in zip(reconciler.starts, reconciler.starts[1:])]
+    assert gaps == pytest.approx([took + handlers.rest_after(took) + wakeup.MAX_SETTLE_WHILE_PODS_GO_SECONDS] * 2)
+
+
 @pytest.mark.parametrize("took,rest", [(0.0, 0.0), (-1.0, 0.0), (0.2, 0.2), (3.0, 3.0), (60.0, handlers.MAX_REST_SECONDS)])
 def test_rest_after(took, rest):
     assert handlers.rest_after(took) == rest

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from kubeslurm.reconcile import wakeup as wakeup_module
-from kubeslurm.reconcile.wakeup import MAX_SETTLE_SECONDS, SETTLE_SECONDS, STORM_EVENTS, Wakeup, settle_wait
+from kubeslurm.reconcile.wakeup import (MAX_SETTLE_SECONDS, MAX_SETTLE_WHILE_PODS_GO_SECONDS, SETTLE_SECONDS,
+                                        STORM_EVENTS, Wakeup, settle_wait)
 
 
 @pytest.mark.parametrize("now,due_at,last_event_at,burst_events,expected", [
@@ -26,6 +27,34 @@ from kubeslurm.reconcile.wakeup import MAX_SETTLE_SECONDS, SETTLE_SECONDS, STORM
 ])
 def test_settle_wait(now, due_at, last_event_at, burst_events, expected):
     assert settle_wait(now, due_at, last_event_at, burst_events) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("now,last_event_at,burst_events,expected", [
+    # the storm of pods a scale-down removes: the same quiet ends it, but it may last longer
+    (100.0 + MAX_SETTLE_SECONDS, 100.0 + MAX_SETTLE_SECONDS, 900, SETTLE_SECONDS),
+    (100.0 + MAX_SETTLE_WHILE_PODS_GO_SECONDS - 0.05, 100.0 + MAX_SETTLE_WHILE_PODS_GO_SECONDS - 0.05, 900, 0.05),
+    (100.0 + MAX_SETTLE_WHILE_PODS_GO_SECONDS, 100.0 + MAX_SETTLE_WHILE_PODS_GO_SECONDS, 900, 0.0),
+    (100.0, 99.9, 400, SETTLE_SECONDS - 0.1),
+    (100.0, 100.0, STORM_EVENTS - 1, 0.0),  # no storm: nothing to wait for, pods going or not
+])
+def test_settle_wait_while_removed_pods_go(now, last_event_at, burst_events, expected):
+    assert settle_wait(now, 100.0, last_event_at, burst_events, pods_going=True) == pytest.approx(expected)
+
+
+def test_a_storm_settles_longer_only_while_awaited_pods_are_still_there(monkeypatch):
+    """settle() reads what the flag awaits at each look: the bound is the longer one while a pod
+    the last run removed is there, the usual one once none is awaited."""
+    now = [100.0]
+    monkeypatch.setattr(wakeup_module.time, "monotonic", lambda: now[0])
+    seen = []
+    monkeypatch.setattr(wakeup_module, "settle_wait",
+                        lambda *args, pods_going=False: seen.append(pods_going) or 0.0)
+    wakeup = Wakeup()
+    wakeup.await_pods_gone(["cpu-1"], lambda name: True)
+    wakeup.settle(stopped=False)
+    wakeup.await_pods_gone([], lambda name: True)
+    wakeup.settle(stopped=False)
+    assert seen == [True, False]
 
 
 def test_a_burst_is_events_less_than_the_settle_time_apart(monkeypatch):
