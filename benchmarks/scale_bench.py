@@ -399,6 +399,22 @@ class Bench:
         for name, count in replicas.items():
             self.cp.kubectl("scale", "nodeset", name, "-n", NAMESPACE, f"--replicas={count}")
 
+    def scale_up(self, replicas: dict[str, int]) -> None:
+        """kubectl scale from 0, then the node records, as each slurmd makes its own once its pod
+        starts. Made before the scale, while the NodeSets are at 0 replicas, they would be records
+        beyond their NodeSet's size with no pod: what a scale-down leaves behind, which any reconcile
+        in between (a resync every RESYNC_SECONDS) deletes (scale_down.plan). Seen once (2026-12-07):
+        that round's scale-up resumed no node, and its scale-down had nothing to drain or delete."""
+        self.scale_node_sets(replicas)
+        self.register(replicas)
+
+    def check_records(self, count: int) -> None:
+        """slurmctld holds `count` node records (at N pods: one each), else the round measured something else."""
+        held = self.slurm_node_count()
+        say(f"slurmctld holds {held} node records")
+        if held != count:
+            raise RuntimeError(f"slurmctld holds {held} node records at {count} slurmd pods, not one a pod")
+
     def queue_burst(self, jobs: int) -> float:
         """`jobs` held jobs queued in slurmctld by BURST_USER (two sbatch loops side by side);
         seconds it took. Held: they never start, so the nodes stay idle."""
@@ -468,9 +484,9 @@ class Bench:
         names = self.bare_statefulsets()
 
         # The reference for what must not grow: a no-op reconcile with a few slurmd pods.
-        self.register(replicas_of(SMALL))
-        self.scale_node_sets(replicas_of(SMALL))
+        self.scale_up(replicas_of(SMALL))
         wait_for(lambda: self.node_sets_ready(SMALL), WAIT_SECONDS, f"{SMALL} slurmd pods Ready", interval=1)
+        self.check_records(SMALL)
         r["idle_small"] = self.no_op_reconcile(SMALL)
         r["memory_small"] = self.operator_memory()
         self.scale_node_sets({name: 0 for name in self.replicas})
@@ -492,11 +508,10 @@ class Bench:
         """The NodeSets scaled 0 -> N -> 0 (results["rounds"]); in the first round, at N pods, the
         no-op reconciles, the memory and the burst of queued jobs."""
         r, round_ = self.results, {}
-        self.register(self.replicas)
-        say(f"slurmctld holds {self.slurm_node_count()} node records")
         round_["up_s"], round_["up_operator"] = self.timed_operator(
             f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready (round {number})",
-            lambda: self.scale_node_sets(self.replicas), lambda: self.node_sets_ready(self.nodes))
+            lambda: self.scale_up(self.replicas), lambda: self.node_sets_ready(self.nodes))
+        self.check_records(self.nodes)
         self.end_memory_phase(f"scale-up {number}")
         if number == 1:
             self.steady_at_n_pods()
