@@ -44,8 +44,6 @@ def test_settle_wait_while_removed_pods_go(now, last_event_at, burst_events, exp
 def test_a_storm_settles_longer_only_while_awaited_pods_are_still_there(monkeypatch):
     """settle() reads what the flag awaits at each look: the bound is the longer one while a pod
     the last run removed is there, the usual one once none is awaited."""
-    now = [100.0]
-    monkeypatch.setattr(wakeup_module.time, "monotonic", lambda: now[0])
     seen = []
     monkeypatch.setattr(wakeup_module, "settle_wait",
                         lambda *args, pods_going=False: seen.append(pods_going) or 0.0)

@@ -28,7 +28,8 @@ and a reconcile in the middle of it has little to do: their Slurm nodes are drai
 lands on them; it would delete the records of the pods gone so far and count the NodeSet down,
 for a read of every node and job (scontrol, squeue) on the cores deleting the pods. In a scale
 of 1000 pods to 0 (`make bench`) that took the reconciles from 6 to 3-4 and the Slurm deletes
-from 4 to 2; the pods went no faster (the README's Performance section). Other changes in that time (an edit, a lost node) are read within the same bound.
+from 4 to 2; the pods went no faster (the README's Performance section). Other changes in that
+time (an edit, a lost node) are read within the same bound.
 """
 
 from __future__ import annotations
