@@ -23,10 +23,12 @@ The cluster has NodeSets of up to 1000 slurmd pods (the API's limit is 1024 per 
   scale-down N -> 0 (the drain protocol on idle nodes: drained, replicas lowered, pods gone,
   node records deleted), each against bare StatefulSets of the same pod template (each with its
   governing headless Service, as the NodeSet's has) scaled the same way in the same run (until
-  ready / until their pods are gone), in alternating rounds (--rounds, 3): bare up and down,
+  ready / until their pods are gone), in alternating rounds (--rounds, 5): bare up and down,
   NodeSets up and down, ..., a last bare round; each NodeSet round is compared with the mean of
   the bare rounds before and after it, and the target with the median of the rounds' ratios
-  (benchmarks/round_ratios.py: one round alone is too noisy on this machine);
+  (benchmarks/round_ratios.py: one round alone is too noisy on this machine). Each ends when
+  the change that completed it reaches a watch of the NodeSets or StatefulSets
+  (benchmarks/watched_objects.py), not at the next poll;
 - the Slurm commands of each scale-down: one scontrol for many nodes, not one per node;
 - (in the first round) a no-op reconcile at N pods again with a burst of BURST_JOBS queued (held) jobs in slurmctld:
   the operator reads jobs with one squeue, never one by one, so its time must stay within the
@@ -62,6 +64,7 @@ import yaml  # noqa: E402
 
 from benchmarks.figures import Figure, dump, table  # noqa: E402
 from benchmarks.round_ratios import round_ratios, rounds_text  # noqa: E402
+from benchmarks.watched_objects import Objects, WatchedObjects, watch_command  # noqa: E402
 from kubeslurm.api import load_documents  # noqa: E402
 from kubeslurm.render.k8s import naming  # noqa: E402
 from kubeslurm.render.slurmd.node import slurmd_conf_line  # noqa: E402
@@ -92,8 +95,10 @@ MEMORY_TARGET_MIB = 150  # at 1000 nodes
 SCALE_RATIO_TARGET = 1.2
 # Rounds of the scale-up and scale-down (and of the bare StatefulSets beside them): one round's
 # ratio moved by 0.3 between runs on this 2-core machine (the bare scale-down of 1000 pods took
-# 8.6-15.9 s); the target is checked against the median of the rounds' ratios.
-ROUNDS = 3
+# 8.6-15.9 s); the target is checked against the median of the rounds' ratios. Five: with three,
+# the median scale-down ratio of one day's runs of the same operator went 1.14-1.30 (a round takes
+# some 80 s, five fit make bench-scale's 15 minutes).
+ROUNDS = 5
 PERIODIC_COMMANDS = ("sdiag", "df")  # the commands' metric labels of periodic_readings' reads
 
 
@@ -124,6 +129,32 @@ def replicas_of(nodes: int) -> dict[str, int]:
     """NodeSet -> its share of `nodes`."""
     count = math.ceil(nodes / PER_NODE_SET)
     return {f"n{i}": min(PER_NODE_SET, nodes - i * PER_NODE_SET) for i in range(count)}
+
+
+def node_sets_at(node_sets: Objects, shares: dict[str, int]) -> bool:
+    """Every NodeSet of `shares` Ready with its share of pods, all ready, its status of its spec's
+    latest generation (a status written before the scale would say Ready too)."""
+    for name, want in shares.items():
+        item = node_sets.get(name)
+        if item is None:
+            return False
+        status = item.get("status") or {}
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+        if item["spec"]["replicas"] != want or not ready or (status.get("readyReplicas") or 0) != want \
+                or (status.get("replicas") or 0) != want \
+                or item["metadata"].get("generation") != status.get("observedGeneration"):
+            return False
+    return True
+
+
+def statefulsets_at(statefulsets: Objects, counts: dict[str, int]) -> bool:
+    """Every StatefulSet of `counts` with that many pods, all ready (status.replicas counts
+    terminating pods too: 0 means they are gone)."""
+    for name, want in counts.items():
+        status = (statefulsets.get(name) or {}).get("status") or {}
+        if name not in statefulsets or (status.get("replicas") or 0) != want or (status.get("readyReplicas") or 0) != want:
+            return False
+    return True
 
 
 class Bench:
@@ -192,6 +223,13 @@ class Bench:
         self.operator.start()
         self.stack.callback(self.operator.stop)
 
+        # The end of each scale, as the API server tells it (watched_objects.py).
+        kubectl = [str(self.cp.bin_dir / "kubectl"), f"--kubeconfig={self.cp.kubeconfig_path}"]
+        self.watched_node_sets = WatchedObjects(watch_command(kubectl, "nodesets", NAMESPACE))
+        self.stack.callback(self.watched_node_sets.close)
+        self.watched_statefulsets = WatchedObjects(watch_command(kubectl, "statefulsets", NAMESPACE))
+        self.stack.callback(self.watched_statefulsets.close)
+
         say("SlurmCluster and NodeSets at 0 replicas")
         self.kubectl_apply(documents)
         wait_for(self.cluster_ready, WAIT_SECONDS, "SlurmCluster Ready (slurmctld answers)", interval=1,
@@ -213,19 +251,14 @@ class Bench:
         status = self.get("slurmcluster", CLUSTER, "-n", NAMESPACE).get("status") or {}
         return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
 
+    def shares(self, wanted: int | None) -> dict[str, int]:
+        """NodeSet -> its share of `wanted` pods (None: 0 each)."""
+        return replicas_of(wanted) if wanted else {name: 0 for name in self.replicas}
+
     def node_sets_ready(self, wanted: int | None = None) -> bool:
-        """Every NodeSet Ready with its share of `wanted` (None: of self.nodes) pods ready."""
+        """Every NodeSet Ready with its share of `wanted` (None: 0) pods ready, as kubectl get says now."""
         items = self.get("nodesets", "-n", NAMESPACE)["items"]
-        shares = replicas_of(wanted) if wanted else {name: 0 for name in self.replicas}
-        for item in items:
-            status = item.get("status") or {}
-            want = shares.get(item["metadata"]["name"], 0)
-            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
-            if item["spec"]["replicas"] != want or not ready or (status.get("readyReplicas") or 0) != want \
-                    or (status.get("replicas") or 0) != want \
-                    or item["metadata"].get("generation") != status.get("observedGeneration"):
-                return False
-        return True
+        return node_sets_at({item["metadata"]["name"]: item for item in items}, self.shares(wanted))
 
     def slurm_node_count(self) -> int:
         out = self.slurm.run(self.slurm.controller, ["scontrol", "--oneliner", "show", "nodes"], timeout=60).stdout
@@ -346,11 +379,11 @@ class Bench:
         up = self.timed(
             f"bare StatefulSets 0 -> {self.nodes} pods ready (round {number})",
             lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, f"--replicas={c}") for n, c in zip(names, shares)],
-            lambda: self.statefulsets_at(names, shares))
+            self.watched_statefulsets, lambda objects: statefulsets_at(objects, dict(zip(names, shares))))
         down, timeline = self.timed_operator(
             f"bare StatefulSets {self.nodes} -> 0 pods (round {number})",
             lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, "--replicas=0") for n in names],
-            lambda: self.statefulsets_at(names, [0] * len(names)))
+            self.watched_statefulsets, lambda objects: statefulsets_at(objects, dict.fromkeys(names, 0)))
         self.results.setdefault("bare", []).append({"up_s": up, "down_s": down,
                                                     "last_pod_deleted_s": timeline["last_pod_deleted_s"],
                                                     "cpu_by_program": timeline["cpu_by_program"]})
@@ -380,11 +413,6 @@ class Bench:
                          "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec})
         self.kubectl_apply(bare)
         return [b["metadata"]["name"] for b in bare if b["kind"] == "StatefulSet"]
-
-    def statefulsets_at(self, names: list[str], counts: list[int]) -> bool:
-        by_name = {s["metadata"]["name"]: s.get("status", {}) for s in self.statefulsets(names)}
-        return all((by_name.get(n, {}).get("replicas") or 0) == c and (by_name.get(n, {}).get("readyReplicas") or 0) == c
-                   for n, c in zip(names, counts))
 
     def register(self, replicas: dict[str, int]) -> None:
         """What each slurmd does when its pod starts (register itself), done for all at once:
@@ -428,15 +456,26 @@ class Bench:
             raise RuntimeError(f"the burst queued {len(queued)} jobs, not {jobs}")
         return time.monotonic() - start
 
-    def timed(self, what: str, action, done) -> float:
+    def timed(self, what: str, action, watched: WatchedObjects, condition, also=None) -> float:
+        """Seconds from the start of `action()` to the arrival of the change after which
+        `condition(objects)` held on `watched`. `also`: (what, check) of something no watch shows
+        (slurmctld's records), which must hold then too; if it does not yet, it is polled, and
+        the poll that finds it is the end."""
         start = time.monotonic()
         action()
-        wait_for(done, WAIT_SECONDS, what, interval=0.5, details=lambda: self.operator.log_tail(20))
-        elapsed = time.monotonic() - start
+        try:
+            end = watched.first_held(condition, WAIT_SECONDS)
+        except TimeoutError as error:
+            raise TimeoutError(f"{what}: {error}\n{self.operator.log_tail(20)}") from None
+        if also is not None and not also[1]():
+            say(f"{what}: {also[0]} not yet when the rest was done: polled")
+            wait_for(also[1], WAIT_SECONDS, also[0], interval=0.5, details=lambda: self.operator.log_tail(20))
+            end = time.monotonic()
+        elapsed = end - start
         say(f"{what}: {elapsed:.1f} s")
         return elapsed
 
-    def timed_operator(self, what: str, action, done) -> tuple[float, dict]:
+    def timed_operator(self, what: str, action, watched: WatchedObjects, condition, also=None) -> tuple[float, dict]:
         """timed(), and where the operator's share went: when it first and last changed a
         StatefulSet, when it wrote last (its NodeSets' status), in seconds after the action
         began (the API server's audit log), and how long its reconciles ran meanwhile."""
@@ -444,7 +483,7 @@ class Bench:
         mark, before = self.cp.audit_mark(), self.scrape()
         began, cpu_before, tree_before = dt.datetime.now(dt.timezone.utc), self.operator_cpu_seconds(), cpu_by_program()
         threads_before = self.operator_cpu_by_thread()
-        elapsed = self.timed(what, action, done)
+        elapsed = self.timed(what, action, watched, condition, also)
         cpu = self.operator_cpu_seconds() - cpu_before
         by_thread = cpu_used_since(threads_before, self.operator_cpu_by_thread(), at_least=0.02, digits=2)
         by_program = cpu_used_since(tree_before, cpu_by_program(), at_least=0.05, digits=1)
@@ -465,9 +504,12 @@ class Bench:
             "first_statefulset_write_s": min(to_statefulsets, default=None),
             "last_statefulset_write_s": max(to_statefulsets, default=None),
             "last_write_s": max((at(w) for w in writes), default=None),
-            # the pods' own pace, for comparison with the bare StatefulSets' (whoever deleted them)
+            # the pods' own pace, for comparison with the bare StatefulSets' (whoever deleted them;
+            # kwok asks again for many pods already gone, up to half a second after the last one
+            # went: those deletes fail and are not counted)
             "last_pod_deleted_s": max((at(w) for w in everyone if w["verb"] == "delete"
-                                       and (w.get("objectRef") or {}).get("resource") == "pods"), default=None),
+                                       and (w.get("objectRef") or {}).get("resource") == "pods"
+                                       and (w.get("responseStatus") or {}).get("code", 200) < 300), default=None),
             "writes": len(writes),
             "operator_cpu_s": cpu,  # its reconciles, its watches' decoding, everything it ran itself
             "operator_cpu_by_thread": by_thread,
@@ -510,7 +552,8 @@ class Bench:
         r, round_ = self.results, {}
         round_["up_s"], round_["up_operator"] = self.timed_operator(
             f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready (round {number})",
-            lambda: self.scale_up(self.replicas), lambda: self.node_sets_ready(self.nodes))
+            lambda: self.scale_up(self.replicas),
+            self.watched_node_sets, lambda objects: node_sets_at(objects, self.shares(self.nodes)))
         self.check_records(self.nodes)
         self.end_memory_phase(f"scale-up {number}")
         if number == 1:
@@ -520,7 +563,8 @@ class Bench:
         round_["down_s"], round_["down_operator"] = self.timed_operator(
             f"kubectl scale nodeset {self.nodes} -> 0: drained, pods gone, node records deleted (round {number})",
             lambda: self.scale_node_sets({name: 0 for name in self.replicas}),
-            lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0)
+            self.watched_node_sets, lambda objects: node_sets_at(objects, self.shares(None)),
+            also=("slurmctld holds no node record", lambda: self.slurm_node_count() == 0))
         after = self.slurm_commands(self.scrape())
         round_["down_reconciles"] = round_["down_operator"]["reconciles"]
         round_["down_commands"] = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0)}
