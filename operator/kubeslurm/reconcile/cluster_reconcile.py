@@ -309,8 +309,7 @@ class ClusterReconciler:
             name = state.model.metadata.name
             live = run.live.get(("StatefulSet", naming.node_set_statefulset(name))) or {}
             current = live["spec"]["replicas"] if live else 0
-            state.live_replicas = live.get("status", {}).get("replicas", 0) or 0
-            state.ready_replicas = live.get("status", {}).get("readyReplicas", 0) or 0
+            state.count_pods(run.pods_of(name))
             wanted = state.model.spec.replicas
             leaving = [naming.node_name(name, i) for i in range(wanted, current)]
             state.plan = plan_scale(name, wanted, current, run.slurm_nodes, _jobs_on(run, leaving), running)

@@ -10,6 +10,7 @@ from ..api import NodeSet, SlurmCluster
 from ..metrics.sdiag import SchedulerStatistics
 from ..ownership import NODE_SET
 from .scale_down import ScalePlan, ordinal_of
+from .slurm_access import pod_ready
 from .slurm_control import SlurmControl, SlurmJob, SlurmNode
 from .state_volume import StateVolumeProblem, VolumeUsage
 
@@ -31,6 +32,15 @@ class NodeSetState:
     plan: ScalePlan | None = None
     live_replicas: int = 0
     ready_replicas: int = 0
+
+    def count_pods(self, pods: list[dict]) -> None:
+        """live_replicas and ready_replicas from the NodeSet's pods as this run read them, counted
+        as the StatefulSet controller counts them (a pod with a phase, terminating ones too; those
+        Running and Ready). Not its status: that follows the pods at the controller's next sync, so
+        the run woken by a scale-down's last pod going reported a pod left, and the NodeSet said 0
+        only a reconcile later."""
+        self.live_replicas = sum(1 for pod in pods if (pod.get("status") or {}).get("phase"))
+        self.ready_replicas = sum(1 for pod in pods if pod_ready(pod))
 
 
 @dataclass
@@ -92,6 +102,10 @@ class Run:
             if ordinal is not None and ordinal >= replicas[node_set]:
                 awaited.append(meta["name"])
         return awaited
+
+    def pods_of(self, node_set: str) -> list[dict]:
+        """The slurmd pods of NodeSet `node_set` (by their label), as this run read them."""
+        return [pod for pod in self.slurmd_pods if (pod["metadata"].get("labels") or {}).get(NODE_SET) == node_set]
 
     @property
     def models(self) -> list[NodeSet]:

@@ -8,7 +8,7 @@ answering) keep their last reported value instead of vanishing.
 """
 
 from ..api import NodeSetStatus, SlurmClusterStatus
-from ..ownership import NODE_SET, NODE_SET_KIND, SLURM_CLUSTER, Kind
+from ..ownership import NODE_SET_KIND, SLURM_CLUSTER, Kind
 from ..render.bridge.bridged_nodes import BRIDGED_NODES_TOO_SMALL, NO_BRIDGED_NODES, bridged_nodes_problem
 from ..render.k8s import naming
 from ..render.k8s.labels import SLURMD, label_selector_string, selector_labels
@@ -155,7 +155,7 @@ def _not_ready_message(run: Run, state: NodeSetState) -> str:
     """How many slurmd pods are ready, and why the others are not (pod_problems). A scale-down
     that waits with every pod ready says so in Progressing, so Ready adds nothing then."""
     name = state.model.metadata.name
-    problems = pod_problems([p for p in run.slurmd_pods if (p["metadata"].get("labels") or {}).get(NODE_SET) == name])
+    problems = pod_problems(run.pods_of(name))
     if state.ready_replicas >= state.model.spec.replicas and not problems:
         return ""
     count = f"{state.ready_replicas}/{state.model.spec.replicas} slurmd pods ready"
