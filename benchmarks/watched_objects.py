@@ -37,11 +37,22 @@ class WatchedObjects:
         self._condition: Callable[[Objects], bool] | None = None
         self._held_at: float | None = None
         self._closing = threading.Event()
+        self._broken: str | None = None  # why the watching stopped for good (output it cannot read)
         self._process: subprocess.Popen | None = None
         self._reader = threading.Thread(target=self._watch, name="watched-objects", daemon=True)
         self._reader.start()
 
     def _watch(self) -> None:
+        try:
+            self._watch_again_and_again()
+        except Exception as error:  # noqa: BLE001 - said to the waiter instead of waiting out its timeout
+            with self._changed:
+                self._broken = f"{type(error).__name__}: {error}"
+                self._changed.notify_all()
+            if self._process is not None:
+                self._process.kill()
+
+    def _watch_again_and_again(self) -> None:
         """One kubectl after another: the API server ends a watch after 30-60 minutes, and the
         next one's listing replaces what the last one saw."""
         while True:
@@ -86,6 +97,8 @@ class WatchedObjects:
             self._condition, self._held_at = condition, (time.monotonic() if condition(self._objects) else None)
             try:
                 while self._held_at is None:
+                    if self._broken:
+                        raise RuntimeError(f"watching {' '.join(self._command[-8:])} stopped: {self._broken}")
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise TimeoutError(f"the condition did not hold in {timeout:.0f} s")

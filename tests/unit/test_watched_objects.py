@@ -79,6 +79,16 @@ def test_a_condition_that_never_holds_times_out(stand_in):
         watched.first_held(lambda objects: "never" in objects, timeout=1)
 
 
+def test_output_it_cannot_read_is_said_to_the_waiter_at_once(stand_in):
+    watched, _, writer = stand_in
+    writer.write('"not an event"\n')
+    writer.flush()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="stopped: TypeError"):
+        watched.first_held(lambda objects: "a" in objects, timeout=30)
+    assert time.monotonic() - start < 10
+
+
 def test_an_ended_watch_starts_again(stand_in):
     watched, send, writer = stand_in
     send("ADDED", "a", replicas=1)
