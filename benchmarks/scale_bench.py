@@ -379,11 +379,11 @@ class Bench:
         up = self.timed(
             f"bare StatefulSets 0 -> {self.nodes} pods ready (round {number})",
             lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, f"--replicas={c}") for n, c in zip(names, shares)],
-            self.watched_statefulsets, lambda objects: statefulsets_at(objects, dict(zip(names, shares))))
+            self.watched_statefulsets, lambda objects, up=dict(zip(names, shares)): statefulsets_at(objects, up))
         down, timeline = self.timed_operator(
             f"bare StatefulSets {self.nodes} -> 0 pods (round {number})",
             lambda: [self.cp.kubectl("scale", "statefulset", n, "-n", NAMESPACE, "--replicas=0") for n in names],
-            self.watched_statefulsets, lambda objects: statefulsets_at(objects, dict.fromkeys(names, 0)))
+            self.watched_statefulsets, lambda objects, down=dict.fromkeys(names, 0): statefulsets_at(objects, down))
         self.results.setdefault("bare", []).append({"up_s": up, "down_s": down,
                                                     "last_pod_deleted_s": timeline["last_pod_deleted_s"],
                                                     "cpu_by_program": timeline["cpu_by_program"]})
@@ -531,7 +531,7 @@ class Bench:
         self.check_records(SMALL)
         r["idle_small"] = self.no_op_reconcile(SMALL)
         r["memory_small"] = self.operator_memory()
-        self.scale_node_sets({name: 0 for name in self.replicas})
+        self.scale_node_sets(self.shares(None))
         wait_for(lambda: self.node_sets_ready(None) and self.slurm_node_count() == 0, WAIT_SECONDS,
                  "back to 0 slurmd pods and node records", interval=1)
         self.end_memory_phase(f"{SMALL} pods")
@@ -553,7 +553,7 @@ class Bench:
         round_["up_s"], round_["up_operator"] = self.timed_operator(
             f"kubectl scale nodeset 0 -> {self.nodes}, every NodeSet Ready (round {number})",
             lambda: self.scale_up(self.replicas),
-            self.watched_node_sets, lambda objects: node_sets_at(objects, self.shares(self.nodes)))
+            self.watched_node_sets, lambda objects, up=self.shares(self.nodes): node_sets_at(objects, up))
         self.check_records(self.nodes)
         self.end_memory_phase(f"scale-up {number}")
         if number == 1:
@@ -562,8 +562,8 @@ class Bench:
         before = self.slurm_commands(self.scrape())
         round_["down_s"], round_["down_operator"] = self.timed_operator(
             f"kubectl scale nodeset {self.nodes} -> 0: drained, pods gone, node records deleted (round {number})",
-            lambda: self.scale_node_sets({name: 0 for name in self.replicas}),
-            self.watched_node_sets, lambda objects: node_sets_at(objects, self.shares(None)),
+            lambda: self.scale_node_sets(self.shares(None)),
+            self.watched_node_sets, lambda objects, down=self.shares(None): node_sets_at(objects, down),
             also=("slurmctld holds no node record", lambda: self.slurm_node_count() == 0))
         after = self.slurm_commands(self.scrape())
         round_["down_reconciles"] = round_["down_operator"]["reconciles"]
