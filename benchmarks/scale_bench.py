@@ -428,12 +428,18 @@ class Bench:
             self.cp.kubectl("scale", "nodeset", name, "-n", NAMESPACE, f"--replicas={count}")
 
     def scale_up(self, replicas: dict[str, int]) -> None:
-        """kubectl scale from 0, then the node records, as each slurmd makes its own once its pod
-        starts. Made before the scale, while the NodeSets are at 0 replicas, they would be records
-        beyond their NodeSet's size with no pod: what a scale-down leaves behind, which any reconcile
-        in between (a resync every RESYNC_SECONDS) deletes (scale_down.plan). Seen once (2026-12-07):
-        that round's scale-up resumed no node, and its scale-down had nothing to drain or delete."""
+        """kubectl scale from 0, then, once the operator has raised the StatefulSets, the node
+        records, as each slurmd makes its own once its pod starts. Made any sooner, they are records
+        beyond their NodeSet's size with no pod to a reconcile that read the NodeSet before the
+        scale (a resync every RESYNC_SECONDS), which deletes them as a scale-down's leftovers
+        (scale_down.plan): seen twice on 2026-12-07, once with the records made before the scale,
+        once right after it (slurmctld held 0 records at 1000 pods). A reconcile that raised the
+        StatefulSets read the new size, and so does every one after it (a cluster's run one at a time)."""
         self.scale_node_sets(replicas)
+        raised = {naming.node_set_statefulset(name): count for name, count in replicas.items()}
+        self.watched_statefulsets.first_held(
+            lambda objects: all((objects.get(name) or {}).get("spec", {}).get("replicas") == count
+                                for name, count in raised.items()), WAIT_SECONDS)
         self.register(replicas)
 
     def check_records(self, count: int) -> None:
